@@ -1,0 +1,93 @@
+/*
+ * Run tokens: JWS compact serialization (RFC 7515) with HS256 or EdDSA
+ * (Ed25519, RFC 8037), verified with OpenSSL. Verification is split in two
+ * pure stages so that a cache can memoise the expensive one:
+ *   token_verify_sig()    structure, key choice, signature, claim types;
+ *                         independent of time and route, so cacheable;
+ *   token_check_claims()  issuer, lifetime, expiry, nbf/iat and audience
+ *                         against the policy at a given time.
+ * Neither logs, allocates on the caller's behalf or keeps global state.
+ */
+#ifndef SLUICE_TOKEN_H
+#define SLUICE_TOKEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <openssl/evp.h>
+
+#include "proxy/http1.h"
+#include "proxy/reason.h"
+
+#define TOKEN_MAX_LEN 4096 /* bytes of the compact serialization */
+#define TOKEN_MAX_STR 128  /* bytes of sub, jti, iss, kid, one aud */
+#define TOKEN_MAX_AUD 8    /* entries of an aud array */
+
+enum token_alg {
+	TOKEN_ALG_HS256 = 1, /* HMAC-SHA256, secret >= 32 bytes */
+	TOKEN_ALG_EDDSA      /* Ed25519 public key */
+};
+
+/*
+ * One verification key. Owned by the policy that loaded it; the secret is
+ * wiped (explicit_bzero) when the policy is freed.
+ */
+struct token_key {
+	char tk_kid[TOKEN_MAX_STR + 1]; /* "" when the key has no kid */
+	enum token_alg tk_alg;
+	unsigned char *tk_secret; /* HS256 */
+	size_t tk_secret_len;
+	EVP_PKEY *tk_pkey; /* EdDSA */
+};
+
+/* The claims of a token whose signature verified. */
+struct token_claims {
+	char sub[TOKEN_MAX_STR + 1];
+	char jti[TOKEN_MAX_STR + 1];
+	char iss[TOKEN_MAX_STR + 1];
+	int has_iss;
+	char aud[TOKEN_MAX_AUD][TOKEN_MAX_STR + 1];
+	size_t naud;
+	int64_t exp;
+	int64_t iat;
+	int has_iat;
+	int64_t nbf;
+	int has_nbf;
+	uint64_t max_requests; /* 0 when the claim is absent */
+};
+
+/* What token_check_claims() checks against (from the policy). */
+struct token_rules {
+	const char *issuer; /* NULL: iss not checked */
+	int64_t leeway_s;
+	int64_t max_ttl_s;
+};
+
+/* token.c */
+/*
+ * Stage 1. Checks the encoding (strict base64url, exactly three segments,
+ * at most TOKEN_MAX_LEN bytes, JSON objects without duplicate keys), picks
+ * the key (by kid, or the only one), requires alg == the key's alg, refuses
+ * crit, verifies the signature, and only then parses the claims into *out
+ * (types, required aud/exp/sub/jti, max_requests > 0). Returns REASON_OK or
+ * the token_* reason. Pure: no clock, no I/O.
+ */
+enum reason token_verify_sig(const struct token_key *keys, size_t nkeys,
+    const char *tok, size_t len, struct token_claims *out);
+/*
+ * Stage 2, in this order: issuer, expiry, nbf/iat in the future, lifetime,
+ * audience. Returns REASON_OK or the token_* reason.
+ */
+enum reason token_check_claims(const struct token_claims *c,
+    const struct token_rules *r, const char *audience, int64_t now);
+/*
+ * Find the token in a request head (DESIGN.md "Carriers"): Proxy-
+ * Authorization Bearer or Basic (the password is the token), or for
+ * non-CONNECT requests Authorization: Bearer. Basic credentials are decoded
+ * into scratch. Returns REASON_OK with *tok/*len set (pointing into the
+ * head or into scratch), REASON_TOKEN_MISSING or REASON_TOKEN_MALFORMED.
+ */
+enum reason token_from_request(const struct http1_msg *m, int is_connect,
+    char *scratch, size_t scratchlen, const char **tok, size_t *len);
+
+#endif
