@@ -84,7 +84,7 @@ struct http1_msg {
 	size_t method_len;
 	const char *target;
 	size_t target_len;
-	int status; /* status line: 100..999 */
+	int status; /* status line: 100..599 */
 	const char *reason;
 	size_t reason_len;
 	int minor; /* HTTP/1.<minor>: 0 or 1 */
@@ -111,7 +111,7 @@ ssize_t http1_parse_request(struct http1_msg *m, const char *buf, size_t len,
     size_t last_len);
 
 /*
- * Parse a response head, as above. head_or_connect is non-zero when the
+ * Parse a response head, as above. head_request is non-zero when the
  * request was HEAD (no body whatever the headers say). 1xx, 204 and 304
  * responses have no body; without CL or TE the body runs to EOF.
  */

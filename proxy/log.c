@@ -23,6 +23,9 @@ log_init(const char *progname, int verbose)
 	log_verbose = verbose;
 }
 
+static void log_vwrite(const char *, int, const char *, va_list)
+    __attribute__((__format__(__printf__, 3, 0)));
+
 static void
 log_vwrite(const char *prefix, int errnum, const char *fmt, va_list ap)
 {
