@@ -28,12 +28,54 @@
 struct event_base;
 struct evbuffer;
 struct upstream;
+struct route;
+struct config;
 
 /* Exit codes (DESIGN.md "Command line"). */
 #define SL_EXIT_OK      0
 #define SL_EXIT_INVALID 1 /* invalid input, verification failed */
 #define SL_EXIT_USAGE   2
 #define SL_EXIT_RUNTIME 3 /* cannot bind, cannot apply rules */
+
+/*
+ * upstream.c: connections to upstreams. One struct upstream per route of a
+ * loaded policy (DNS cache, idle pool, TLS session), one struct upconn per
+ * connection.
+ */
+struct upconn;
+struct evdns_base;
+struct bufferevent;
+/*
+ * Called once when a new connection is ready (uc, REASON_OK) or failed
+ * (NULL, reason: the upconn is already freed). Never called from inside
+ * upstream_get().
+ */
+typedef void upconn_cb(struct upconn *uc, enum reason r, void *arg);
+/* Called with a route's freshly resolved, allowed addresses. */
+typedef void upstream_resolved_cb(const struct route *rt,
+    const struct sockaddr_storage *addrs, size_t n, uint32_t ttl);
+int upstream_init(struct event_base *, struct evdns_base *, char *why,
+    size_t whylen);
+void upstream_on_resolved(upstream_resolved_cb *);
+/* Create the runtime state of every route of cf. 0 or -1. */
+int upstream_attach(struct config *cf);
+void upstream_free(struct upstream *);
+size_t upstream_idle_count(const struct upstream *);
+/*
+ * Get a connection to rt's upstream: raw TCP when tunnel is set, else TLS
+ * for https URLs. Returns 0 with *out an idle pooled connection ready to
+ * use (cb is not called), 1 with *out pending (cb is called later; cancel
+ * with upconn_cancel), or -1. The caller owns *out until it releases it.
+ */
+int upstream_get(struct config *cf, const struct route *rt, int tunnel,
+    upconn_cb *cb, void *arg, struct upconn **out);
+void upconn_cancel(struct upconn *);
+/* Give a connection back: to the pool if reusable and clean, else close. */
+void upconn_release(struct upconn *, int reusable);
+struct bufferevent *upconn_bev(const struct upconn *);
+int upconn_reused(const struct upconn *);
+/* "addr:port" of the connected address, for the audit log. */
+int upconn_addr(const struct upconn *, char *buf, size_t len);
 
 /*
  * Subcommands (main.c dispatches): each takes the arguments after its own
@@ -100,6 +142,7 @@ struct upstream_conf {
 	int uc_allow_plaintext;
 	struct upstream_header *uc_headers;
 	size_t uc_nheaders;
+	struct ssl_ctx_st *uc_ssl_ctx; /* https: verification context */
 };
 
 struct route {
@@ -245,9 +288,14 @@ struct decision {
  */
 enum reason policy_decide(const struct config *cf, const struct req_view *v,
     int64_t now, struct decision *out);
-/* Find the route a forward request's host selects, or NULL. */
+/*
+ * The route a forward request's target selects, or NULL: CONNECT needs the
+ * upstream's host and port; an absolute-form request matches a route's
+ * hosts by name (any port) or its upstream host on the upstream's port
+ * (the explicit port, else the scheme's default).
+ */
 const struct route *
-policy_route_for_host(const struct config *cf, const char *host, size_t len);
+policy_route_for(const struct config *cf, const struct uri *u, int connect);
 /* Budget limit for a token on a route: min of claim and route, 0 = none. */
 uint64_t policy_budget_limit(const struct route *, const struct token_claims *);
 /*
@@ -255,8 +303,13 @@ uint64_t policy_budget_limit(const struct route *, const struct token_claims *);
  * and IPv4 embedded in ::ffff:0:0/96, 64:ff9b::/96 and 2002::/16).
  */
 int policy_addr_private(const struct sockaddr *sa);
-/* REASON_OK or REASON_DESTINATION_DENIED for a resolved upstream address. */
-enum reason policy_check_addr(const struct route *, const struct sockaddr *);
+/*
+ * REASON_OK or REASON_DESTINATION_DENIED for a resolved upstream address:
+ * private addresses (unless the route allows them) and sluice's own
+ * listeners (the loop guard) are refused.
+ */
+enum reason policy_check_addr(const struct config *, const struct route *,
+    const struct sockaddr *);
 
 /*
  * tokencache.c: verified-token cache. Bounded; keyed by SHA-256 of the
@@ -284,19 +337,32 @@ token_cache_stats(const struct token_cache *, uint64_t *hits, uint64_t *misses);
  * table in a MAP_SHARED mapping, so that a charge is in the page cache (and
  * survives kill -9 and a restart) before the request is forwarded.
  */
+#define BUDGET_CAPACITY    65536 /* entries of a new budget.db (3/4 usable) */
+#define BUDGET_PRUNE_GRACE 3600  /* s kept after exp; > any leeway_s (600) */
+
 struct budget;
+/*
+ * Open or create (mode 0600) <state_dir>/budget.db and lock it. A file that
+ * is corrupt, foreign or not ours is an error (fail closed), never reset.
+ * Returns NULL with why set ("path: reason").
+ */
 struct budget *budget_open(const char *state_dir, char *why, size_t whylen);
+/* As budget_open(); capacity (a power of two) applies to a new file. */
+struct budget *budget_open_capacity(const char *state_dir, uint32_t capacity,
+    char *why, size_t whylen);
 void budget_close(struct budget *);
 /* Requests charged so far to jti (0 when unknown). */
 uint64_t budget_used(const struct budget *, const char *jti);
 /*
  * Charge one request to jti if fewer than limit were charged. Returns 0
  * (charged; *used is the new count), 1 (exhausted: nothing charged) or -1
- * (table full or I/O error: deny). exp lets expired entries be pruned.
+ * (table full or I/O error: deny). exp is the token's exp claim; the count
+ * is kept until BUDGET_PRUNE_GRACE after it (longer than any leeway_s).
+ * limit 0 means no limit: nothing is charged, 0 is returned.
  */
 int budget_charge(struct budget *, const char *jti, int64_t exp, uint64_t limit,
     uint64_t *used);
-/* Drop entries of tokens expired before now. */
+/* Drop entries whose exp is more than BUDGET_PRUNE_GRACE before now. */
 void budget_prune(struct budget *, int64_t now);
 
 /*
@@ -308,44 +374,131 @@ struct revocations;
 struct revocations *
 revocations_open(const char *state_dir, char *why, size_t whylen);
 void revocations_close(struct revocations *);
+/*
+ * Revoke jti (1..TOKEN_MAX_STR bytes, no control characters, no leading or
+ * trailing blank, not starting with '#'): appended and fsync'd before it
+ * is added to the set. Returns 0 (also when already revoked) or -1 with
+ * why set.
+ */
 int revocations_add(struct revocations *, const char *jti, char *why,
     size_t whylen);
+/* Non-zero when jti is in cf->cf_revoked or was revoked by an admin. */
 int revocations_has(const struct revocations *, const struct config *,
     const char *jti);
-/* Parse a revoked_file: one jti per line, '#' comments, blank lines. */
+/*
+ * Parse a revoked_file: one jti per line, '#' comments and empty lines
+ * ignored; CR, blanks around a jti, control characters or a jti over
+ * TOKEN_MAX_STR bytes are errors ("path:LINE: why"). *jtis comes back
+ * sorted (strcmp) without duplicates, NULL when *n is 0; the caller frees
+ * each string and the array.
+ */
 int revocations_read_file(const char *path, char ***jtis, size_t *n, char *why,
     size_t whylen);
 
 /*
- * audit.c: the JSON Lines audit log (DESIGN.md "Audit log"). Lines are
- * built with audit_begin/audit_add_*/
-audit_commit;
-strings from the sandbox *are escaped so that every line is valid JSON whatever
-	bytes they hold.* /
-    struct audit;
+ * audit.c: the JSON Lines audit log (DESIGN.md "Audit log", docs/audit.md).
+ * A line is built with audit_begin(), audit_add_*() and audit_commit().
+ * Strings (which often come from the sandbox) are escaped so that every line
+ * is valid JSON and valid UTF-8 whatever bytes they hold; each string value
+ * is capped at AUDIT_VALUE_MAX bytes of output. Single-threaded: one line
+ * buffer per struct audit, used from the libevent loop only. Every
+ * function accepts a NULL writer and then does nothing (commit returns 0).
+ * IMPORTANT: never pass a token, a secret, an Authorization or
+ * Proxy-Authorization value or a body to any audit_add_*() call.
+ */
+#define AUDIT_VALUE_MAX 2048  /* bytes of one escaped string value */
+#define AUDIT_LINE_MAX  65536 /* bytes of one line, newline included */
+
+struct audit;
+/*
+ * Open (or create, mode 0640) conf->ac_path for appending and resume the
+ * chain: from the last complete line of the file, else from
+ * <state_dir>/audit.head (state_dir may be NULL), else seq 1 with a zero
+ * prev. A partial last line is cut off and an audit.truncated line written.
+ * base (may be NULL) drives the fsync "interval" timer; close the writer
+ * before freeing it. Returns the writer, or NULL with why set ("path:
+ * reason"), also when the last line is not an audit line.
+ */
 struct audit *audit_open(const struct audit_conf *, const char *state_dir,
     struct event_base *base, char *why, size_t whylen);
-/* SIGUSR1: reopen the path (rotation); the chain continues. */
+/*
+ * SIGUSR1: write audit.head, then reopen the configured path (a new file
+ * after rotation); the chain continues from memory. On failure the old
+ * file stays in use and -1 is returned.
+ */
 int audit_reopen(struct audit *);
-/* Write the chain head to <state_dir>/audit.head, fsync and close. */
+/* Write the chain head to <state_dir>/audit.head, fsync, close and free. */
 void audit_close(struct audit *);
 /* Non-zero while in the failed state with on_error "deny". */
 int audit_failed(const struct audit *);
-/* Apply a reloaded audit section (fsync, on_error; path changes reopen). */
+/*
+ * Apply a reloaded audit section: fsync, chain and on_error take effect at
+ * once; a new path is opened (as audit_reopen) before the old one is closed.
+ * Returns 0, or -1 with why set (the old settings stay).
+ */
 int audit_configure(struct audit *, const struct audit_conf *, char *why,
     size_t whylen);
+/* Start a line: ts, seq, event and (with chain) prev. */
 void audit_begin(struct audit *, const char *event);
+/* Add a string field; val holds len arbitrary bytes (escaped, capped). */
 void
 audit_add_str(struct audit *, const char *key, const char *val, size_t len);
+/* As audit_add_str for a NUL-terminated string; NULL adds nothing. */
 void audit_add_cstr(struct audit *, const char *key, const char *val);
 void audit_add_int(struct audit *, const char *key, int64_t val);
-/* Returns 0, or -1 when the line could not be written. */
+void audit_add_uint(struct audit *, const char *key, uint64_t val);
+/* Add len bytes as a lower-case hex string (e.g. a SHA-256). */
+void audit_add_hex(struct audit *, const char *key, const unsigned char *p,
+    size_t len);
+/*
+ * Write the line begun by audit_begin(). Returns 0, or -1 when the line
+ * could not be written: it is then dropped (seq and prev do not advance),
+ * the error is counted, and with on_error "deny" the writer enters the
+ * failed state, which the next successful write ends. With fsync "always"
+ * the line is on disk when 0 is returned.
+ */
 int audit_commit(struct audit *);
+/*
+ * Make every committed line durable now (fsync if anything is pending).
+ * Returns 0, or -1 on failure or while in the failed state.
+ */
+int audit_sync(struct audit *);
+/* The chain head: seq of the last line and its SHA-256 in hex (65 bytes). */
+void audit_head(const struct audit *, uint64_t *seq, char hex[65]);
+/*
+ * One policy.load / policy.reload / policy.reload_failed line: sha256 (32
+ * bytes, may be NULL when the file could not be read) and error (NULL on
+ * success). Returns as audit_commit().
+ */
+int audit_policy_event(struct audit *, const char *event,
+    const unsigned char *sha256, const char *error);
+/*
+ * Length (1-4) of the strict UTF-8 sequence at p (no overlongs, no
+ * surrogates, at most U+10FFFF), or 0 when the byte at p starts none.
+ */
+size_t audit_utf8_len(const unsigned char *p, size_t n);
+
+/*
+ * cmd_audit.c: "sluice audit verify [--head FILE] FILE...". audit_verify()
+ * checks the files in order (JSON objects, seq +1 per line, the prev hash
+ * chain); "-" reads stdin. head (may be NULL) is an audit.head file whose
+ * line must be among the files with that hash. Returns SL_EXIT_OK after
+ * printing a summary line to out, or SL_EXIT_INVALID after printing
+ * "FILE:LINE: why" for the first break to err.
+ */
+int audit_verify(const char *const *files, size_t nfiles, const char *head,
+    FILE *out, FILE *err);
 
 /*
  * metrics.c: counters and histograms, and the /metrics listener in the
- * Prometheus text format.
+ * Prometheus text format 0.0.4 (docs/metrics.md). Single-threaded, global.
+ * Route labels are the audiences given to metrics_configure(); any other
+ * route name (and NULL) is counted under route="" so the set stays bounded.
  */
+#define METRICS_MAX_ROUTES 64
+
+/* Register the policy's route audiences as labels (kept across reloads). */
+void metrics_configure(const struct config *);
 void metrics_request(const char *route, int allow, enum reason,
     uint64_t bytes_in, uint64_t bytes_out, double seconds);
 void metrics_tunnel(const char *route, int allow, enum reason,
@@ -356,18 +509,86 @@ void metrics_conn_active(int delta);
 void metrics_pool_idle(int delta);
 void metrics_token_cache(int hit);
 void metrics_audit_error(void);
+/* The audit writer's failed state (a gauge), set by audit.c. */
+void metrics_audit_failed(int failed);
+/* Dropped packets reported by NFLOG events (added). */
 void metrics_net_drop(uint64_t count);
+/* The drop rules' own counters, as last read from the kernel (absolute). */
+void metrics_kernel_rule_drops(uint64_t packets, uint64_t bytes);
 void metrics_reload(int ok);
+/*
+ * Serve GET /metrics on listen ("host:port", or "unix:/path" created with
+ * mode 0600). Returns 0, or -1 with why set.
+ */
 int metrics_listen(struct event_base *, const char *listen, char *why,
     size_t whylen);
+/* Close the listener (and unlink its unix socket); counters stay. */
 void metrics_close(void);
-/* Render every family into buf (also used by the unit tests). */
+/* Render every family into buf (also used by the unit tests). 0 or -1. */
 int metrics_render(struct evbuffer *buf);
+/* Zero every counter and forget the routes (unit tests). */
+void metrics_reset(void);
 
-/* admin.c: the admin unix socket (mode 0600): status, reload, revoke. */
+/*
+ * unixsock.c: a listening unix socket for the admin and metrics sockets.
+ * A stale socket at path is removed (only if it is a socket), the socket is
+ * bound under umask 0177 so it is never wider than mode (e.g. 0600), then
+ * chowned to owner unless owner is (uid_t)-1. Returns a non-blocking,
+ * close-on-exec listening fd, or -1 with why set.
+ */
+int unixsock_listen(const char *path, mode_t mode, uid_t owner, char *why,
+    size_t whylen);
+
+/*
+ * admin.c: the admin unix socket (mode 0600, owner uid): one command line
+ * per connection (status, reload, revoke <jti>), answered with text lines,
+ * then closed. Only root and the owner uid may use it (SO_PEERCRED).
+ */
+#define ADMIN_LINE_MAX 512 /* bytes of a command line, newline included */
+
 int admin_open(struct event_base *, const char *path, uid_t owner, char *why,
     size_t whylen);
 void admin_close(void);
+/* What a command does; admin_open() uses the daemon's (daemon.c, revoke.c). */
+struct admin_ops {
+	void (*ao_status)(struct evbuffer *out);
+	void (*ao_reload)(void);
+	/* Revoke jti for peer uid; 0, or -1 with why set. */
+	int (*ao_revoke)(const char *jti, uid_t uid, char *why, size_t whylen);
+};
+/*
+ * Run one command line (without its newline) from peer uid and append the
+ * answer lines to out. Returns 0 when the command succeeded, -1 otherwise
+ * (the answer then starts with "error: ").
+ */
+int admin_dispatch(const struct admin_ops *, const char *line, size_t len,
+    uid_t uid, struct evbuffer *out);
+
+/*
+ * listener.c: the listening sockets, bound once at start (a reload cannot
+ * rebind: listener addresses must stay the same), accept with EMFILE
+ * back-off and the max_connections limit.
+ */
+int listener_open_all(struct event_base *, const struct config *, char *why,
+    size_t whylen);
+void listener_enable_all(int on);
+void listener_close_all(void);
+/* Non-zero when the policy's listeners are those bound (for reloads). */
+int listener_same(const struct config *);
+
+/*
+ * conn.c: one client connection: request heads, the decision, streaming to
+ * and from the upstream, CONNECT tunnels, denial responses.
+ */
+int conn_accept(struct event_base *, int fd, size_t listener_idx,
+    const struct sockaddr *peer, socklen_t peerlen);
+/* Refuse a connection over max_connections (503) and close it. */
+void conn_refuse(int fd, size_t listener_idx, const struct sockaddr *peer);
+size_t conn_count(void);
+/* Stop keep-alive: idle connections close now, busy ones after. */
+void conn_drain(void);
+/* Close every connection now (end of drain_timeout). */
+void conn_close_all(void);
 
 /*
  * daemon.c: the running daemon, as seen by admin.c and netguard.c.
@@ -375,9 +596,49 @@ void admin_close(void);
 struct config *daemon_config(void); /* borrowed: the current policy */
 struct audit *daemon_audit(void);
 struct revocations *daemon_revocations(void);
+struct budget *daemon_budget(void);
+struct token_cache *daemon_token_cache(void);
 void daemon_request_reload(void); /* as SIGHUP */
 /* Append "key value" status lines (version, uptime, policy sha256...). */
 void daemon_status(struct evbuffer *out);
 int64_t daemon_now(void); /* wall clock, seconds */
+
+/*
+ * netguard.c: the daemon's side of the kernel rules (netpolicy/): apply
+ * before any listener exists, re-verify every 30 s and at reload
+ * (re-apply and a netpolicy.verify_failed event on drift), put the
+ * addresses sluice resolved for an upstream into the dynamic sets, and
+ * turn NFLOG drops into aggregated, rate-limited net.drop events.
+ */
+struct np_ruleset;
+/*
+ * Apply cf's ruleset (when enabled and the mode is not off), then start
+ * the verify timer and the NFLOG subscriber on base. Returns 0, or -1
+ * with why set when the rules could not be built or applied (the caller
+ * exits: fail-closed). The netpolicy.apply event is written once the
+ * audit log is open.
+ */
+int netguard_start(struct event_base *base, const struct config *cf,
+    int enabled, char *why, size_t whylen);
+/*
+ * Apply a reloaded policy's ruleset. Returns 0, or -1 with why set (the
+ * reload is refused and the old rules stay): the mode and table cannot
+ * change at reload.
+ */
+int netguard_reload(const struct config *cf, char *why, size_t whylen);
+/*
+ * A route's upstream resolved to addrs: allow sluice's uid to them on the
+ * route's port for max(ttl, 60) seconds (sidecar mode; else a no-op).
+ */
+void netguard_upstream_addrs(const struct route *rt,
+    const struct sockaddr_storage *addrs, size_t n, uint32_t ttl);
+/* Stop the timers and NFLOG; flush the table only with flush_on_exit. */
+void netguard_stop(const struct config *cf);
+/*
+ * The desired ruleset for cf (also `sluice netpolicy`): a ruleset the
+ * caller frees with np_ruleset_free(), or NULL with why set.
+ */
+struct np_ruleset *
+netguard_ruleset(const struct config *cf, char *why, size_t whylen);
 
 #endif

@@ -84,10 +84,38 @@ enum reason token_check_claims(const struct token_claims *c,
  * Find the token in a request head (DESIGN.md "Carriers"): Proxy-
  * Authorization Bearer or Basic (the password is the token), or for
  * non-CONNECT requests Authorization: Bearer. Basic credentials are decoded
- * into scratch. Returns REASON_OK with *tok/*len set (pointing into the
+ * into scratch. Returns REASON_OK with *tok and *len set (pointing into the
  * head or into scratch), REASON_TOKEN_MISSING or REASON_TOKEN_MALFORMED.
  */
 enum reason token_from_request(const struct http1_msg *m, int is_connect,
     char *scratch, size_t scratchlen, const char **tok, size_t *len);
+/*
+ * Signature level only (for RFC test vectors and tools): structure, header,
+ * key choice, alg and signature exactly as token_verify_sig(), and a
+ * canonical base64url payload, but the payload need not be JSON and no
+ * claim is read. Never use it to admit a request.
+ */
+enum reason token_verify_jws(const struct token_key *keys, size_t nkeys,
+    const char *tok, size_t len);
+/*
+ * Sign: out gets base64url(header) "." base64url(payload) "." base64url(
+ * signature) and a NUL. header and payload are used as given (callers build
+ * the JSON; tests use this to craft malformed tokens). key->tk_pkey must
+ * hold the Ed25519 private key for EdDSA. Returns 0 with *outlen set
+ * (may be NULL), or -1 when out is too small or signing failed.
+ */
+int token_sign(const struct token_key *key, const char *header, size_t hlen,
+    const char *payload, size_t plen, char *out, size_t cap, size_t *outlen);
+/*
+ * Strict base64url without padding (RFC 4648 section 5), canonical: the
+ * unused low bits of the last character must be zero. Returns 0 with
+ * *outlen set, or -1 (bad byte, length % 4 == 1, non-canonical, or more
+ * than cap bytes).
+ */
+int token_b64url_decode(const char *in, size_t len, unsigned char *out,
+    size_t cap, size_t *outlen);
+/* Encode without padding and NUL-terminate; -1 when cap is too small. */
+int token_b64url_encode(const unsigned char *in, size_t len, char *out,
+    size_t cap, size_t *outlen);
 
 #endif

@@ -1,0 +1,319 @@
+/*
+ * The one place where requests are allowed or denied (STYLE.md §6). Pure:
+ * no I/O, no clock, no libevent; the caller gathers the facts (token stage
+ * 1, revocation, budget, audit state) into a struct req_view. Every path
+ * that does not reach the end of policy_decide() denies.
+ */
+#include <sys/socket.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <string.h>
+
+#include "proxy/proxy.h"
+
+/* Host equality: IPv6 literals by value, everything else case-insensitive. */
+static int
+host_eq(const char *a, size_t alen, const char *b, size_t blen)
+{
+	struct in6_addr x, y;
+	char sa[INET6_ADDRSTRLEN], sb[INET6_ADDRSTRLEN];
+
+	if (alen < sizeof(sa) && blen < sizeof(sb) && memchr(a, ':', alen) &&
+	    memchr(b, ':', blen)) {
+		memcpy(sa, a, alen);
+		sa[alen] = '\0';
+		memcpy(sb, b, blen);
+		sb[blen] = '\0';
+		if (inet_pton(AF_INET6, sa, &x) == 1 &&
+		    inet_pton(AF_INET6, sb, &y) == 1)
+			return memcmp(&x, &y, sizeof(x)) == 0;
+	}
+	return uri_host_eq(a, alen, b, blen);
+}
+
+const struct route *
+policy_route_for(const struct config *cf, const struct uri *u, int connect)
+{
+	size_t i, h;
+
+	if (u == NULL || u->host == NULL)
+		return NULL;
+	for (i = 0; i < cf->cf_nroutes; i++) {
+		const struct route *rt = &cf->cf_routes[i];
+		const struct upstream_conf *uc = &rt->rt_up;
+
+		/* The upstream itself, on its own port. */
+		if (host_eq(u->host, u->host_len, uc->uc_host,
+			strlen(uc->uc_host)) &&
+		    u->port == uc->uc_port)
+			return rt;
+		/*
+		 * Aliases name the route, not a destination: sluice always
+		 * connects to the upstream, so the port the client wrote does
+		 * not matter. A tunnel would reach the upstream under a name
+		 * its certificate does not carry, so CONNECT takes none.
+		 */
+		if (connect)
+			continue;
+		for (h = 0; h < rt->rt_nhosts; h++)
+			if (host_eq(u->host, u->host_len, rt->rt_hosts[h],
+				strlen(rt->rt_hosts[h])))
+				return rt;
+	}
+	return NULL;
+}
+
+uint64_t
+policy_budget_limit(const struct route *rt, const struct token_claims *c)
+{
+	uint64_t a = rt->rt_max_requests, b = c->max_requests;
+
+	if (a == 0)
+		return b;
+	if (b == 0)
+		return a;
+	return a < b ? a : b;
+}
+
+static int
+method_allowed(const struct route *rt, const char *m, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < rt->rt_nmethods; i++)
+		if (strlen(rt->rt_methods[i]) == len &&
+		    memcmp(rt->rt_methods[i], m, len) == 0)
+			return 1;
+	return 0;
+}
+
+static int
+path_allowed(const struct route *rt, const char *p, size_t len)
+{
+	size_t i, bad;
+
+	/* Refuse rather than normalize: a normalizer that disagrees with
+	 * the upstream's is a way around the prefixes (DESIGN.md "Paths"). */
+	if (path_check(p, len, &bad) == -1)
+		return 0;
+	for (i = 0; i < rt->rt_nprefixes; i++)
+		if (path_has_prefix(p, len, rt->rt_prefixes[i],
+			strlen(rt->rt_prefixes[i])))
+			return 1;
+	return 0;
+}
+
+enum reason
+policy_decide(const struct config *cf, const struct req_view *v, int64_t now,
+    struct decision *out)
+{
+	const struct route *rt;
+	const struct uri *u = v->rv_uri;
+	enum reason r;
+
+	memset(out, 0, sizeof(*out));
+	out->de_reason = REASON_BAD_REQUEST;
+	if (v->rv_listener == NULL || u == NULL)
+		return out->de_reason;
+
+	/* Nothing goes upstream while the record of it cannot be written. */
+	if (v->rv_audit_failed)
+		return out->de_reason = REASON_AUDIT_UNAVAILABLE;
+
+	/* An unauthenticated client learns nothing about the routes. */
+	if (v->rv_token != REASON_OK)
+		return out->de_reason = v->rv_token;
+	if (v->rv_claims == NULL)
+		return out->de_reason = REASON_TOKEN_MALFORMED;
+
+	if (v->rv_listener->lc_type == LISTENER_REVERSE) {
+		if (v->rv_connect || u->form != URI_ORIGIN ||
+		    v->rv_listener->lc_route_idx >= cf->cf_nroutes)
+			return out->de_reason = REASON_BAD_REQUEST;
+		rt = &cf->cf_routes[v->rv_listener->lc_route_idx];
+	} else {
+		if (u->form != (v->rv_connect ? URI_AUTHORITY : URI_ABSOLUTE))
+			return out->de_reason = REASON_BAD_REQUEST;
+		rt = policy_route_for(cf, u, v->rv_connect);
+	}
+	if (rt == NULL)
+		return out->de_reason = REASON_ROUTE_NOT_FOUND;
+	out->de_route = rt;
+
+	r = token_check_claims(v->rv_claims, &cf->cf_tokens.tc_rules,
+	    rt->rt_audience, now);
+	if (r != REASON_OK)
+		return out->de_reason = r;
+	if (v->rv_revoked)
+		return out->de_reason = REASON_TOKEN_REVOKED;
+
+	if (v->rv_connect) {
+		if (!rt->rt_connect)
+			return out->de_reason = REASON_METHOD_NOT_ALLOWED;
+	} else {
+		if (!method_allowed(rt, v->rv_method, v->rv_method_len))
+			return out->de_reason = REASON_METHOD_NOT_ALLOWED;
+		if (!path_allowed(rt, u->path, u->path_len))
+			return out->de_reason = REASON_PATH_NOT_ALLOWED;
+	}
+
+	out->de_budget_limit = policy_budget_limit(rt, v->rv_claims);
+	if (out->de_budget_limit != 0 &&
+	    v->rv_budget_used >= out->de_budget_limit)
+		return out->de_reason = REASON_BUDGET_EXHAUSTED;
+
+	return out->de_reason = REASON_OK;
+}
+
+/*
+ * Denied destinations (DESIGN.md "Requests and routing").
+ */
+struct v4net {
+	uint32_t net;
+	unsigned bits;
+};
+
+static const struct v4net private4[] = {
+	{ 0x00000000, 8 },  /* 0.0.0.0/8 */
+	{ 0x0a000000, 8 },  /* 10/8 */
+	{ 0x64400000, 10 }, /* 100.64/10 (CGNAT) */
+	{ 0x7f000000, 8 },  /* 127/8 */
+	{ 0xa9fe0000, 16 }, /* 169.254/16 (link-local, metadata) */
+	{ 0xac100000, 12 }, /* 172.16/12 */
+	{ 0xc0000000, 24 }, /* 192.0.0.0/24 */
+	{ 0xc0a80000, 16 }, /* 192.168/16 */
+	{ 0xe0000000, 4 },  /* 224/4 (multicast) */
+	{ 0xf0000000, 4 },  /* 240/4 (reserved, broadcast) */
+};
+
+static int
+private_v4(uint32_t a)
+{
+	size_t i;
+
+	for (i = 0; i < SL_NELEM(private4); i++) {
+		uint32_t mask = 0xffffffffu << (32 - private4[i].bits);
+
+		if ((a & mask) == private4[i].net)
+			return 1;
+	}
+	return 0;
+}
+
+static uint32_t
+be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	    (uint32_t)p[2] << 8 | p[3];
+}
+
+static int
+private_v6(const uint8_t *a)
+{
+	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff,
+		0xff };
+	static const uint8_t nat64[12] = { 0x00, 0x64, 0xff, 0x9b };
+	static const uint8_t zero[16];
+
+	if (memcmp(a, zero, 16) == 0) /* ::/128 */
+		return 1;
+	if (memcmp(a, zero, 15) == 0 && a[15] == 1) /* ::1/128 */
+		return 1;
+	if ((a[0] & 0xfe) == 0xfc) /* fc00::/7 */
+		return 1;
+	if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80) /* fe80::/10 */
+		return 1;
+	if (a[0] == 0xff) /* ff00::/8 */
+		return 1;
+	/* IPv4 inside IPv6 is judged as the IPv4 address it carries. */
+	if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0)
+		return private_v4(be32(a + 12));
+	if (a[0] == 0x20 && a[1] == 0x02) /* 2002::/16 (6to4) */
+		return private_v4(be32(a + 2));
+	return 0;
+}
+
+int
+policy_addr_private(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *sin = (const struct sockaddr_in *)sa;
+
+		return private_v4(ntohl(sin->sin_addr.s_addr));
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *sin6 =
+		    (const struct sockaddr_in6 *)sa;
+
+		return private_v6(sin6->sin6_addr.s6_addr);
+	}
+	return 1; /* anything else is not a destination */
+}
+
+/* An IPv4-mapped IPv6 destination is the IPv4 address it carries. */
+static const struct sockaddr *
+unmap(const struct sockaddr *sa, struct sockaddr_in *tmp)
+{
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+
+	if (sa->sa_family != AF_INET6 || !IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
+		return sa;
+	memset(tmp, 0, sizeof(*tmp));
+	tmp->sin_family = AF_INET;
+	tmp->sin_port = s6->sin6_port;
+	memcpy(&tmp->sin_addr, &s6->sin6_addr.s6_addr[12], 4);
+	return (const struct sockaddr *)tmp;
+}
+
+static int
+same_endpoint(const struct sockaddr *a, const struct sockaddr_storage *l)
+{
+	if (a->sa_family != l->ss_family)
+		return 0;
+	if (a->sa_family == AF_INET) {
+		const struct sockaddr_in *x = (const struct sockaddr_in *)a;
+		const struct sockaddr_in *y = (const struct sockaddr_in *)l;
+
+		return x->sin_port == y->sin_port &&
+		    (y->sin_addr.s_addr == htonl(INADDR_ANY) ||
+			x->sin_addr.s_addr == y->sin_addr.s_addr);
+	}
+	if (a->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *x = (const struct sockaddr_in6 *)a;
+		const struct sockaddr_in6 *y = (const struct sockaddr_in6 *)l;
+
+		return x->sin6_port == y->sin6_port &&
+		    (IN6_IS_ADDR_UNSPECIFIED(&y->sin6_addr) ||
+			memcmp(&x->sin6_addr, &y->sin6_addr, 16) == 0);
+	}
+	return 0;
+}
+
+enum reason
+policy_check_addr(const struct config *cf, const struct route *rt,
+    const struct sockaddr *sa)
+{
+	size_t i;
+	struct sockaddr_in tmp;
+
+	if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)
+		return REASON_DESTINATION_DENIED;
+	if (!rt->rt_up.uc_allow_private && policy_addr_private(sa))
+		return REASON_DESTINATION_DENIED;
+	sa = unmap(sa, &tmp);
+	/* Connecting to an unspecified address reaches this host: a loop. */
+	if ((sa->sa_family == AF_INET &&
+		((const struct sockaddr_in *)sa)->sin_addr.s_addr ==
+		    htonl(INADDR_ANY)) ||
+	    (sa->sa_family == AF_INET6 &&
+		IN6_IS_ADDR_UNSPECIFIED(
+		    &((const struct sockaddr_in6 *)sa)->sin6_addr)))
+		return REASON_DESTINATION_DENIED;
+	/* The loop guard: never connect to one of our own listeners. */
+	for (i = 0; i < cf->cf_nlisteners; i++)
+		if (same_endpoint(sa, &cf->cf_listeners[i].lc_addr))
+			return REASON_DESTINATION_DENIED;
+	return REASON_OK;
+}
