@@ -1,0 +1,932 @@
+/*
+ * The pure ruleset model: the containers (table, chains, sets, rules,
+ * elements) and the builder that turns sluice's policy facts into the
+ * sidecar or gateway ruleset of DESIGN.md "Kernel rules". No netlink and no
+ * I/O here: nl.c sends a model, dump.c reads one back, render.c prints one
+ * and diff.c compares two.
+ *
+ * The builder emits the same expressions, in the same order and with the
+ * same implicit dependencies (meta nfproto before a network-header match,
+ * meta l4proto before a transport-header match) as nft 1.0 emits for the
+ * text render.c prints. That is what makes `nft list table` of the applied
+ * table print exactly what `sluice netpolicy show` prints, and makes `nft
+ * -f` of that text produce an identical table.
+ */
+#include <sys/types.h>
+#include <sys/socket.h>
+
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_conntrack_common.h>
+#include <linux/netfilter/nf_tables.h>
+
+#include "netpolicy/netpolicy.h"
+#include "netpolicy/np_private.h"
+
+/*
+ * nft datatype ids (nftables include/datatype.h) and how a concatenation
+ * packs them: each part shifts the key type left by 6 bits. The kernel
+ * stores the key type opaquely; nft needs it to print the set's "type".
+ */
+#define NP_TYPE_IPADDR       7
+#define NP_TYPE_IP6ADDR      8
+#define NP_TYPE_INET_SERVICE 13
+#define NP_TYPE_BITS         6
+
+/*
+ * Rate limit of the NFLOG copy of dropped packets: the log is for humans
+ * and the audit log, the counter still counts every packet. Burst 5 is
+ * nft's default, so nft prints the limit without a "burst" clause.
+ */
+#define NP_LOG_RATE  10
+#define NP_LOG_UNIT  1
+#define NP_LOG_BURST 5
+
+/* The ICMPv6 types IPv6 needs on-link: address resolution and DAD. */
+#define NP_ICMPV6_NS 135
+#define NP_ICMPV6_NA 136
+
+#define NP_CHAIN_SANDBOX_IN   "sandbox_in"
+#define NP_CHAIN_SANDBOX_DROP "sandbox_drop"
+
+void
+np_why(char *why, size_t whylen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why == NULL || whylen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(why, whylen, fmt, ap);
+	va_end(ap);
+}
+
+static int
+np_copy_name(char *dst, const char *src)
+{
+	size_t len;
+
+	len = strlen(src);
+	if (len == 0 || len >= NP_NAME_MAX)
+		return -1;
+	memcpy(dst, src, len + 1);
+	return 0;
+}
+
+struct np_ruleset *
+np_ruleset_new(const char *table)
+{
+	struct np_ruleset *rs;
+
+	if ((rs = calloc(1, sizeof(*rs))) == NULL)
+		return NULL;
+	if (np_copy_name(rs->rs_table, table) == -1) {
+		free(rs);
+		errno = EINVAL;
+		return NULL;
+	}
+	rs->rs_family = NFPROTO_INET;
+	rs->rs_exists = 1;
+	return rs;
+}
+
+void
+np_ruleset_free(struct np_ruleset *rs)
+{
+	size_t i;
+
+	if (rs == NULL)
+		return;
+	for (i = 0; i < rs->rs_nsets; i++)
+		free(rs->rs_sets[i].se_elems);
+	for (i = 0; i < rs->rs_nchains; i++)
+		free(rs->rs_chains[i].ch_rules);
+	free(rs->rs_sets);
+	free(rs->rs_chains);
+	free(rs);
+}
+
+struct np_chain *
+np_ruleset_add_chain(struct np_ruleset *rs, const char *name)
+{
+	struct np_chain *chains, *ch;
+
+	chains =
+	    reallocarray(rs->rs_chains, rs->rs_nchains + 1, sizeof(*chains));
+	if (chains == NULL)
+		return NULL;
+	rs->rs_chains = chains;
+	ch = &chains[rs->rs_nchains];
+	memset(ch, 0, sizeof(*ch));
+	if (np_copy_name(ch->ch_name, name) == -1) {
+		errno = EINVAL;
+		return NULL;
+	}
+	rs->rs_nchains++;
+	return ch;
+}
+
+struct np_set *
+np_ruleset_add_set(struct np_ruleset *rs, const char *name)
+{
+	struct np_set *sets, *set;
+
+	sets = reallocarray(rs->rs_sets, rs->rs_nsets + 1, sizeof(*sets));
+	if (sets == NULL)
+		return NULL;
+	rs->rs_sets = sets;
+	set = &sets[rs->rs_nsets];
+	memset(set, 0, sizeof(*set));
+	if (np_copy_name(set->se_name, name) == -1) {
+		errno = EINVAL;
+		return NULL;
+	}
+	rs->rs_nsets++;
+	return set;
+}
+
+struct np_rule *
+np_chain_add_rule(struct np_chain *ch)
+{
+	struct np_rule *rules;
+	size_t cap;
+
+	if (ch->ch_nrules == ch->ch_cap) {
+		cap = ch->ch_cap == 0 ? 8 : ch->ch_cap * 2;
+		rules = reallocarray(ch->ch_rules, cap, sizeof(*rules));
+		if (rules == NULL)
+			return NULL;
+		ch->ch_rules = rules;
+		ch->ch_cap = cap;
+	}
+	memset(&ch->ch_rules[ch->ch_nrules], 0, sizeof(struct np_rule));
+	return &ch->ch_rules[ch->ch_nrules++];
+}
+
+int
+np_set_add_elem(struct np_set *set, const struct np_elem *e)
+{
+	struct np_elem *elems;
+	size_t cap;
+
+	if (set->se_nelems == set->se_cap) {
+		cap = set->se_cap == 0 ? 16 : set->se_cap * 2;
+		elems = reallocarray(set->se_elems, cap, sizeof(*elems));
+		if (elems == NULL)
+			return -1;
+		set->se_elems = elems;
+		set->se_cap = cap;
+	}
+	set->se_elems[set->se_nelems++] = *e;
+	return 0;
+}
+
+struct np_chain *
+np_ruleset_chain(const struct np_ruleset *rs, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < rs->rs_nchains; i++)
+		if (strcmp(rs->rs_chains[i].ch_name, name) == 0)
+			return &rs->rs_chains[i];
+	return NULL;
+}
+
+struct np_set *
+np_ruleset_set(const struct np_ruleset *rs, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < rs->rs_nsets; i++)
+		if (strcmp(rs->rs_sets[i].se_name, name) == 0)
+			return &rs->rs_sets[i];
+	return NULL;
+}
+
+size_t
+np_ruleset_nrules(const struct np_ruleset *rs)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < rs->rs_nchains; i++)
+		n += rs->rs_chains[i].ch_nrules;
+	return n;
+}
+
+int
+np_elem_addr_port(struct np_elem *e, const struct sockaddr *sa, uint16_t port,
+    uint32_t timeout_s)
+{
+	const struct sockaddr_in *sin;
+	const struct sockaddr_in6 *sin6;
+	uint16_t nport = htons(port);
+	size_t alen;
+
+	memset(e, 0, sizeof(*e));
+	switch (sa->sa_family) {
+	case AF_INET:
+		sin = (const struct sockaddr_in *)(const void *)sa;
+		alen = sizeof(sin->sin_addr);
+		memcpy(e->el_key, &sin->sin_addr, alen);
+		break;
+	case AF_INET6:
+		sin6 = (const struct sockaddr_in6 *)(const void *)sa;
+		alen = sizeof(sin6->sin6_addr);
+		memcpy(e->el_key, &sin6->sin6_addr, alen);
+		break;
+	default:
+		return -1;
+	}
+	/*
+	 * Each part of a concatenation sits in its own 32-bit register
+	 * slots, so the 2-byte port is followed by 2 bytes of padding.
+	 */
+	memcpy(e->el_key + alen, &nport, sizeof(nport));
+	e->el_keylen = (uint32_t)alen + 4;
+	e->el_timeout_ms = (uint64_t)timeout_s * 1000;
+	return 0;
+}
+
+/*
+ * Rule builder. It remembers which protocol context the rule has already
+ * established, and adds nft's implicit dependencies only when a match needs
+ * one that is not established yet, exactly as nft's evaluator does.
+ */
+struct rb {
+	struct np_rule *ru;
+	int nfproto; /* 0: none established yet */
+	int l4proto; /* -1: none established yet */
+	int err;
+};
+
+static void
+rb_init(struct rb *b, struct np_rule *ru)
+{
+	b->ru = ru;
+	b->nfproto = 0;
+	b->l4proto = -1;
+	b->err = ru == NULL;
+}
+
+static struct np_expr *
+rb_add(struct rb *b, enum np_expr_type type)
+{
+	struct np_expr *e;
+
+	if (b->err || b->ru->ru_nexprs == NP_RULE_MAX_EXPR) {
+		b->err = 1;
+		return NULL;
+	}
+	e = &b->ru->ru_exprs[b->ru->ru_nexprs++];
+	memset(e, 0, sizeof(*e));
+	e->ex_type = type;
+	return e;
+}
+
+static void
+rb_cmp(struct rb *b, uint32_t op, const void *data, uint32_t len)
+{
+	struct np_expr *e;
+
+	if ((e = rb_add(b, NP_E_CMP)) == NULL)
+		return;
+	e->ex_sreg = NFT_REG_1;
+	e->ex_op = op;
+	e->ex_len = len;
+	memcpy(e->ex_data, data, len);
+}
+
+static void
+rb_meta_cmp(struct rb *b, uint32_t key, const void *data, uint32_t len)
+{
+	struct np_expr *e;
+
+	if ((e = rb_add(b, NP_E_META)) == NULL)
+		return;
+	e->ex_key = key;
+	e->ex_dreg = NFT_REG_1;
+	rb_cmp(b, NFT_CMP_EQ, data, len);
+}
+
+static void
+rb_nfproto(struct rb *b, int nfproto)
+{
+	uint8_t v = (uint8_t)nfproto;
+
+	if (b->nfproto == nfproto)
+		return;
+	rb_meta_cmp(b, NFT_META_NFPROTO, &v, sizeof(v));
+	b->nfproto = nfproto;
+}
+
+static void
+rb_l4proto(struct rb *b, int proto)
+{
+	uint8_t v = (uint8_t)proto;
+
+	if (b->l4proto == proto)
+		return;
+	/* icmpv6 only exists in IPv6: nft makes that a dependency too. */
+	if (proto == IPPROTO_ICMPV6)
+		rb_nfproto(b, NFPROTO_IPV6);
+	rb_meta_cmp(b, NFT_META_L4PROTO, &v, sizeof(v));
+	b->l4proto = proto;
+}
+
+static void
+rb_payload(struct rb *b, uint32_t base, uint32_t off, uint32_t len,
+    uint32_t dreg)
+{
+	struct np_expr *e;
+
+	if ((e = rb_add(b, NP_E_PAYLOAD)) == NULL)
+		return;
+	e->ex_dreg = dreg;
+	e->ex_base = base;
+	e->ex_offset = off;
+	e->ex_len = len;
+}
+
+/* ip daddr / ip6 daddr / ip6 hoplimit == data */
+static void
+rb_net_cmp(struct rb *b, int nfproto, uint32_t off, const void *data,
+    uint32_t len)
+{
+	rb_nfproto(b, nfproto);
+	rb_payload(b, NFT_PAYLOAD_NETWORK_HEADER, off, len, NFT_REG_1);
+	rb_cmp(b, NFT_CMP_EQ, data, len);
+}
+
+/* tcp dport / udp dport / icmpv6 type == data */
+static void
+rb_th_cmp(struct rb *b, int l4proto, uint32_t off, const void *data,
+    uint32_t len)
+{
+	rb_l4proto(b, l4proto);
+	rb_payload(b, NFT_PAYLOAD_TRANSPORT_HEADER, off, len, NFT_REG_1);
+	rb_cmp(b, NFT_CMP_EQ, data, len);
+}
+
+static void
+rb_dport(struct rb *b, int l4proto, uint16_t port)
+{
+	uint16_t nport = htons(port);
+
+	rb_th_cmp(b, l4proto, 2, &nport, sizeof(nport));
+}
+
+/*
+ * ip daddr . tcp dport @set (or ip6): each part of the concatenation goes
+ * into its own register slots, the 16-byte register when it starts on a
+ * 16-byte boundary, a 32-bit register otherwise, as nft allocates them.
+ */
+static void
+rb_daddr_dport_lookup(struct rb *b, int nfproto, const char *set)
+{
+	uint32_t alen, aoff, reg;
+	struct np_expr *e;
+
+	alen = nfproto == NFPROTO_IPV4 ? 4 : 16;
+	aoff = nfproto == NFPROTO_IPV4 ? 16 : 24;
+	rb_nfproto(b, nfproto);
+	rb_l4proto(b, IPPROTO_TCP);
+	rb_payload(b, NFT_PAYLOAD_NETWORK_HEADER, aoff, alen, NFT_REG_1);
+	reg = alen % 16 == 0 ? NFT_REG_1 + alen / 16 : NFT_REG32_00 + alen / 4;
+	rb_payload(b, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, reg);
+	if ((e = rb_add(b, NP_E_LOOKUP)) == NULL)
+		return;
+	e->ex_sreg = NFT_REG_1;
+	snprintf(e->ex_name, sizeof(e->ex_name), "%s", set);
+}
+
+static void
+rb_skuid(struct rb *b, uid_t uid)
+{
+	uint32_t v = (uint32_t)uid;
+
+	rb_meta_cmp(b, NFT_META_SKUID, &v, sizeof(v));
+}
+
+/*
+ * iifname "pattern": a trailing '*' matches the prefix only (the cmp is
+ * as long as the prefix), anything else the whole NUL-padded name.
+ */
+static int
+rb_iifname(struct rb *b, const char *pattern)
+{
+	uint8_t name[NP_DATA_MAX];
+	size_t len;
+
+	len = strlen(pattern);
+	memset(name, 0, sizeof(name));
+	if (len > 0 && pattern[len - 1] == '*') {
+		len--;
+		if (len == 0 || len >= sizeof(name))
+			return -1;
+		memcpy(name, pattern, len);
+		rb_meta_cmp(b, NFT_META_IIFNAME, name, (uint32_t)len);
+		return 0;
+	}
+	if (len == 0 || len >= sizeof(name))
+		return -1;
+	memcpy(name, pattern, len);
+	rb_meta_cmp(b, NFT_META_IIFNAME, name, sizeof(name));
+	return 0;
+}
+
+static void
+rb_ct_state(struct rb *b, uint32_t mask)
+{
+	struct np_expr *e;
+	uint32_t zero = 0;
+
+	if ((e = rb_add(b, NP_E_CT)) == NULL)
+		return;
+	e->ex_key = NFT_CT_STATE;
+	e->ex_dreg = NFT_REG_1;
+	if ((e = rb_add(b, NP_E_BITWISE)) == NULL)
+		return;
+	e->ex_sreg = NFT_REG_1;
+	e->ex_dreg = NFT_REG_1;
+	e->ex_len = sizeof(mask);
+	memcpy(e->ex_data, &mask, sizeof(mask));
+	rb_cmp(b, NFT_CMP_NEQ, &zero, sizeof(zero));
+}
+
+static void
+rb_verdict(struct rb *b, int32_t verdict, const char *chain)
+{
+	struct np_expr *e;
+
+	if ((e = rb_add(b, NP_E_VERDICT)) == NULL)
+		return;
+	e->ex_verdict = verdict;
+	if (chain != NULL)
+		snprintf(e->ex_name, sizeof(e->ex_name), "%s", chain);
+}
+
+static void
+rb_icmpv6_nd(struct rb *b, uint8_t type)
+{
+	uint8_t hoplimit = 255;
+
+	/*
+	 * RFC 4861 §7.1.1/§7.1.2: receivers discard neighbour discovery
+	 * messages whose hop limit is not 255, so requiring it costs nothing
+	 * and keeps these rules from carrying anything off-link.
+	 */
+	rb_th_cmp(b, IPPROTO_ICMPV6, 0, &type, sizeof(type));
+	rb_net_cmp(b, NFPROTO_IPV6, 7, &hoplimit, sizeof(hoplimit));
+	rb_verdict(b, NF_ACCEPT, NULL);
+}
+
+/*
+ * The tail of every default-deny path: a rate-limited NFLOG copy for the
+ * drop events, then a counted drop. Two rules, so that a packet over the
+ * log rate is still dropped by a rule of ours and not by whatever the
+ * chain's policy happens to be (the gateway chains' policy is accept).
+ */
+static int
+np_add_log_drop(struct np_chain *ch, uint16_t group)
+{
+	struct np_expr *e;
+	struct rb b;
+
+	rb_init(&b, np_chain_add_rule(ch));
+	if ((e = rb_add(&b, NP_E_LIMIT)) != NULL) {
+		e->ex_rate = NP_LOG_RATE;
+		e->ex_unit = NP_LOG_UNIT;
+		e->ex_burst = NP_LOG_BURST;
+		e->ex_ltype = NFT_LIMIT_PKTS;
+	}
+	if ((e = rb_add(&b, NP_E_LOG)) != NULL)
+		e->ex_group = group;
+	if (b.err)
+		return -1;
+	rb_init(&b, np_chain_add_rule(ch));
+	rb_add(&b, NP_E_COUNTER);
+	rb_verdict(&b, NF_DROP, NULL);
+	return b.err ? -1 : 0;
+}
+
+static struct np_chain *
+np_add_base_chain(struct np_ruleset *rs, const char *name, uint32_t hook,
+    uint32_t policy)
+{
+	struct np_chain *ch;
+
+	if ((ch = np_ruleset_add_chain(rs, name)) == NULL)
+		return NULL;
+	ch->ch_base = 1;
+	ch->ch_hook = hook;
+	/*
+	 * Priority 0 ("filter"): after the output/prerouting DNAT hooks at
+	 * -100, so the rules judge the real destination. Where this chain
+	 * sits among other tables' filter chains does not matter: a drop in
+	 * any base chain is final, an accept elsewhere cannot undo it.
+	 */
+	ch->ch_prio = 0;
+	ch->ch_policy = policy;
+	snprintf(ch->ch_type, sizeof(ch->ch_type), "filter");
+	return ch;
+}
+
+static int
+np_parse_ip(const char *s, struct sockaddr_storage *ss)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)(void *)ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)(void *)ss;
+
+	memset(ss, 0, sizeof(*ss));
+	if (inet_pton(AF_INET, s, &sin->sin_addr) == 1) {
+		sin->sin_family = AF_INET;
+		return 0;
+	}
+	if (inet_pton(AF_INET6, s, &sin6->sin6_addr) == 1) {
+		sin6->sin6_family = AF_INET6;
+		return 0;
+	}
+	return -1;
+}
+
+static int
+np_add_upstream_sets(struct np_ruleset *rs, const struct np_input *in,
+    char *why, size_t whylen)
+{
+	struct np_set *s4, *s6, *set;
+	struct sockaddr_storage ss;
+	struct np_elem el;
+	size_t i, j;
+	int dup;
+
+	s4 = np_ruleset_add_set(rs, NP_SET_UPSTREAM4);
+	if (s4 == NULL)
+		goto nomem;
+	s4->se_flags = NFT_SET_TIMEOUT;
+	s4->se_keytype = NP_TYPE_IPADDR << NP_TYPE_BITS | NP_TYPE_INET_SERVICE;
+	s4->se_keylen = 4 + 4;
+	s6 = np_ruleset_add_set(rs, NP_SET_UPSTREAM6);
+	if (s6 == NULL)
+		goto nomem;
+	s6->se_flags = NFT_SET_TIMEOUT;
+	s6->se_keytype = NP_TYPE_IP6ADDR << NP_TYPE_BITS | NP_TYPE_INET_SERVICE;
+	s6->se_keylen = 16 + 4;
+	s4 = &rs->rs_sets[0]; /* the second add may have moved the array */
+
+	for (i = 0; i < in->ni_nupstreams; i++) {
+		const struct np_upstream *up = &in->ni_upstreams[i];
+
+		/* Names are filled at run time from sluice's own lookups. */
+		if (!up->nu_host_is_ip)
+			continue;
+		if (up->nu_host == NULL ||
+		    np_parse_ip(up->nu_host, &ss) == -1) {
+			np_why(why, whylen,
+			    "routes[%zu].upstream.url: host is not an IP "
+			    "address",
+			    i);
+			return -1;
+		}
+		if (up->nu_port == 0) {
+			np_why(why, whylen, "routes[%zu].upstream.url: port 0",
+			    i);
+			return -1;
+		}
+		if (np_elem_addr_port(&el, (struct sockaddr *)&ss, up->nu_port,
+			0) == -1)
+			return -1;
+		set = ss.ss_family == AF_INET ? s4 : s6;
+		/* Two routes may share an upstream: one element. */
+		for (dup = 0, j = 0; j < set->se_nelems; j++)
+			if (memcmp(set->se_elems[j].el_key, el.el_key,
+				sizeof(el.el_key)) == 0)
+				dup = 1;
+		if (!dup && np_set_add_elem(set, &el) == -1)
+			goto nomem;
+	}
+	return 0;
+nomem:
+	np_why(why, whylen, "netpolicy: out of memory");
+	return -1;
+}
+
+/*
+ * Sidecar: one output chain, policy drop (DESIGN.md "Kernel rules"). There
+ * is deliberately no blanket "ct state established,related accept": in
+ * output it would let any uid answer a connection that came in from
+ * outside, which is a way out. Replies to the sandbox's own connections to
+ * sluice's listeners travel over lo and are covered by "oif lo"; sluice's
+ * own flows are covered by its uid. Sidecar needs no input chain: inbound
+ * packets carry nothing out, and every reply a process could make goes
+ * through this output chain.
+ */
+static int
+np_build_sidecar(struct np_ruleset *rs, const struct np_input *in, char *why,
+    size_t whylen)
+{
+	struct sockaddr_storage ss;
+	struct np_chain *ch;
+	struct rb b;
+	uint32_t lo = 1; /* the loopback device is ifindex 1 in every netns */
+	size_t i;
+	int p, nf;
+	static const int protos[] = { IPPROTO_UDP, IPPROTO_TCP };
+
+	if (in->ni_uid == 0) {
+		np_why(why, whylen,
+		    "user: sidecar mode needs a non-root user (the rules let "
+		    "exactly that uid out)");
+		return -1;
+	}
+	if (np_add_upstream_sets(rs, in, why, whylen) == -1)
+		return -1;
+	ch = np_add_base_chain(rs, "output", NF_INET_LOCAL_OUT, NF_DROP);
+	if (ch == NULL)
+		goto nomem;
+
+	if (in->ni_allow_loopback) {
+		rb_init(&b, np_chain_add_rule(ch));
+		rb_meta_cmp(&b, NFT_META_OIF, &lo, sizeof(lo));
+		rb_verdict(&b, NF_ACCEPT, NULL);
+		if (b.err)
+			goto nomem;
+	}
+
+	/*
+	 * sluice's own flows that were let out at their first packet stay
+	 * open after their set element times out: an upstream stream (SSE)
+	 * may outlive the DNS TTL. Only sluice's uid; for UDP "established"
+	 * needs a reply, which a dropped first packet never gets.
+	 */
+	rb_init(&b, np_chain_add_rule(ch));
+	rb_skuid(&b, in->ni_uid);
+	rb_ct_state(&b, NF_CT_STATE_BIT(IP_CT_ESTABLISHED));
+	rb_verdict(&b, NF_ACCEPT, NULL);
+	if (b.err)
+		goto nomem;
+
+	/* An address is only allowed on the port it was resolved for. */
+	for (nf = 0; nf < 2; nf++) {
+		rb_init(&b, np_chain_add_rule(ch));
+		rb_skuid(&b, in->ni_uid);
+		rb_daddr_dport_lookup(&b, nf == 0 ? NFPROTO_IPV4 : NFPROTO_IPV6,
+		    nf == 0 ? NP_SET_UPSTREAM4 : NP_SET_UPSTREAM6);
+		rb_verdict(&b, NF_ACCEPT, NULL);
+		if (b.err)
+			goto nomem;
+	}
+
+	for (i = 0; i < in->ni_nresolvers; i++) {
+		const struct sockaddr_in *sin;
+		const struct sockaddr_in6 *sin6;
+
+		if (in->ni_resolvers[i] == NULL ||
+		    np_parse_ip(in->ni_resolvers[i], &ss) == -1) {
+			np_why(why, whylen,
+			    "netpolicy.resolvers[%zu]: not an IP address", i);
+			return -1;
+		}
+		sin = (const struct sockaddr_in *)(const void *)&ss;
+		sin6 = (const struct sockaddr_in6 *)(const void *)&ss;
+		for (p = 0; p < 2; p++) {
+			rb_init(&b, np_chain_add_rule(ch));
+			rb_skuid(&b, in->ni_uid);
+			if (ss.ss_family == AF_INET)
+				rb_net_cmp(&b, NFPROTO_IPV4, 16, &sin->sin_addr,
+				    4);
+			else
+				rb_net_cmp(&b, NFPROTO_IPV6, 24,
+				    &sin6->sin6_addr, 16);
+			rb_dport(&b, protos[p], 53);
+			rb_verdict(&b, NF_ACCEPT, NULL);
+			if (b.err)
+				goto nomem;
+		}
+	}
+
+	/*
+	 * Neighbour solicitation and advertisement are all IPv6 needs to
+	 * reach on-link neighbours (address resolution, DAD, unreachability
+	 * detection). Router solicitations are left out: routers advertise
+	 * periodically anyway, and the sandbox has no business configuring
+	 * routes.
+	 */
+	rb_init(&b, np_chain_add_rule(ch));
+	rb_icmpv6_nd(&b, NP_ICMPV6_NS);
+	if (b.err)
+		goto nomem;
+	rb_init(&b, np_chain_add_rule(ch));
+	rb_icmpv6_nd(&b, NP_ICMPV6_NA);
+	if (b.err)
+		goto nomem;
+
+	if (np_add_log_drop(ch, in->ni_log_group) == -1)
+		goto nomem;
+	return 0;
+nomem:
+	np_why(why, whylen, "netpolicy: out of memory");
+	return -1;
+}
+
+static int
+np_listener_rule(struct np_chain *ch, const struct sockaddr_storage *ss,
+    size_t idx, char *why, size_t whylen)
+{
+	const struct sockaddr_in *sin;
+	const struct sockaddr_in6 *sin6;
+	uint8_t nfproto;
+	struct rb b;
+	uint16_t port;
+
+	sin = (const struct sockaddr_in *)(const void *)ss;
+	sin6 = (const struct sockaddr_in6 *)(const void *)ss;
+	rb_init(&b, np_chain_add_rule(ch));
+	if (ss->ss_family == AF_INET) {
+		port = ntohs(sin->sin_port);
+		/* 0.0.0.0: any local IPv4 address on that port. */
+		if (sin->sin_addr.s_addr == htonl(INADDR_ANY)) {
+			nfproto = NFPROTO_IPV4;
+			rb_meta_cmp(&b, NFT_META_NFPROTO, &nfproto, 1);
+			b.nfproto = NFPROTO_IPV4;
+		} else
+			rb_net_cmp(&b, NFPROTO_IPV4, 16, &sin->sin_addr, 4);
+	} else if (ss->ss_family == AF_INET6) {
+		port = ntohs(sin6->sin6_port);
+		if (IN6_IS_ADDR_UNSPECIFIED(&sin6->sin6_addr)) {
+			nfproto = NFPROTO_IPV6;
+			rb_meta_cmp(&b, NFT_META_NFPROTO, &nfproto, 1);
+			b.nfproto = NFPROTO_IPV6;
+		} else
+			rb_net_cmp(&b, NFPROTO_IPV6, 24, &sin6->sin6_addr, 16);
+	} else {
+		np_why(why, whylen, "listeners[%zu].listen: not an IP listener",
+		    idx);
+		return -1;
+	}
+	rb_dport(&b, IPPROTO_TCP, port);
+	rb_verdict(&b, NF_ACCEPT, NULL);
+	if (b.err) {
+		np_why(why, whylen, "netpolicy: out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+static int
+np_same_listener(const struct sockaddr_storage *a,
+    const struct sockaddr_storage *b)
+{
+	const struct sockaddr_in *a4, *b4;
+	const struct sockaddr_in6 *a6, *b6;
+
+	if (a->ss_family != b->ss_family)
+		return 0;
+	a4 = (const struct sockaddr_in *)(const void *)a;
+	b4 = (const struct sockaddr_in *)(const void *)b;
+	a6 = (const struct sockaddr_in6 *)(const void *)a;
+	b6 = (const struct sockaddr_in6 *)(const void *)b;
+	if (a->ss_family == AF_INET)
+		return a4->sin_port == b4->sin_port &&
+		    a4->sin_addr.s_addr == b4->sin_addr.s_addr;
+	return a6->sin6_port == b6->sin6_port &&
+	    memcmp(&a6->sin6_addr, &b6->sin6_addr, 16) == 0;
+}
+
+/*
+ * Gateway: sluice in the "host" namespace, sandboxes behind interfaces
+ * matching the patterns. The base chains have policy accept and only
+ * divert packets from sandbox interfaces, so the host's other traffic is
+ * untouched; a diverted packet ends in sandbox_drop unless it is TCP to a
+ * listener, a reply, or neighbour discovery.
+ */
+static int
+np_build_gateway(struct np_ruleset *rs, const struct np_input *in, char *why,
+    size_t whylen)
+{
+	struct np_chain *ch_in, *ch_fwd, *ch_sin, *ch_drop;
+	struct rb b;
+	size_t i, j;
+	int dup;
+
+	if (in->ni_nifaces == 0) {
+		np_why(why, whylen,
+		    "netpolicy.sandbox_interfaces: gateway mode needs at "
+		    "least one pattern");
+		return -1;
+	}
+	ch_in = np_add_base_chain(rs, "input", NF_INET_LOCAL_IN, NF_ACCEPT);
+	if (ch_in == NULL)
+		goto nomem;
+	ch_fwd = np_add_base_chain(rs, "forward", NF_INET_FORWARD, NF_ACCEPT);
+	if (ch_fwd == NULL)
+		goto nomem;
+	if (np_ruleset_add_chain(rs, NP_CHAIN_SANDBOX_IN) == NULL ||
+	    np_ruleset_add_chain(rs, NP_CHAIN_SANDBOX_DROP) == NULL)
+		goto nomem;
+	/* Adding chains may have moved the array. */
+	ch_in = &rs->rs_chains[0];
+	ch_fwd = &rs->rs_chains[1];
+	ch_sin = &rs->rs_chains[2];
+	ch_drop = &rs->rs_chains[3];
+
+	for (i = 0; i < in->ni_nifaces; i++) {
+		const char *pat = in->ni_ifaces[i];
+
+		rb_init(&b, np_chain_add_rule(ch_in));
+		if (pat == NULL || rb_iifname(&b, pat) == -1) {
+			np_why(why, whylen,
+			    "netpolicy.sandbox_interfaces[%zu]: not an "
+			    "interface name or prefix*",
+			    i);
+			return -1;
+		}
+		rb_verdict(&b, NFT_JUMP, NP_CHAIN_SANDBOX_IN);
+		if (b.err)
+			goto nomem;
+		rb_init(&b, np_chain_add_rule(ch_fwd));
+		(void)rb_iifname(&b, pat);
+		rb_verdict(&b, NFT_JUMP, NP_CHAIN_SANDBOX_DROP);
+		if (b.err)
+			goto nomem;
+	}
+
+	rb_init(&b, np_chain_add_rule(ch_sin));
+	rb_ct_state(&b,
+	    NF_CT_STATE_BIT(IP_CT_ESTABLISHED) |
+		NF_CT_STATE_BIT(IP_CT_RELATED));
+	rb_verdict(&b, NF_ACCEPT, NULL);
+	if (b.err)
+		goto nomem;
+	for (i = 0; i < in->ni_nlisteners; i++) {
+		for (dup = 0, j = 0; j < i; j++)
+			if (np_same_listener(&in->ni_listeners[i],
+				&in->ni_listeners[j]))
+				dup = 1;
+		if (!dup &&
+		    np_listener_rule(ch_sin, &in->ni_listeners[i], i, why,
+			whylen) == -1)
+			return -1;
+	}
+	/* The sandboxes resolve the gateway's link-layer address. */
+	rb_init(&b, np_chain_add_rule(ch_sin));
+	rb_icmpv6_nd(&b, NP_ICMPV6_NS);
+	if (b.err)
+		goto nomem;
+	rb_init(&b, np_chain_add_rule(ch_sin));
+	rb_icmpv6_nd(&b, NP_ICMPV6_NA);
+	if (b.err)
+		goto nomem;
+	rb_init(&b, np_chain_add_rule(ch_sin));
+	rb_verdict(&b, NFT_JUMP, NP_CHAIN_SANDBOX_DROP);
+	if (b.err)
+		goto nomem;
+
+	if (np_add_log_drop(ch_drop, in->ni_log_group) == -1)
+		goto nomem;
+	return 0;
+nomem:
+	np_why(why, whylen, "netpolicy: out of memory");
+	return -1;
+}
+
+struct np_ruleset *
+np_ruleset_build(const struct np_input *in, char *why, size_t whylen)
+{
+	struct np_ruleset *rs;
+	int rc;
+
+	if (in->ni_table == NULL || *in->ni_table == '\0' ||
+	    strlen(in->ni_table) >= NP_NAME_MAX) {
+		np_why(why, whylen, "netpolicy.table: empty or too long");
+		return NULL;
+	}
+	if ((rs = np_ruleset_new(in->ni_table)) == NULL) {
+		np_why(why, whylen, "netpolicy: out of memory");
+		return NULL;
+	}
+	switch (in->ni_mode) {
+	case NP_MODE_SIDECAR:
+		rc = np_build_sidecar(rs, in, why, whylen);
+		break;
+	case NP_MODE_GATEWAY:
+		rc = np_build_gateway(rs, in, why, whylen);
+		break;
+	default:
+		np_why(why, whylen, "netpolicy.mode: no ruleset for this mode");
+		rc = -1;
+		break;
+	}
+	if (rc == -1) {
+		np_ruleset_free(rs);
+		return NULL;
+	}
+	return rs;
+}

@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""Sidecar kernel rules on a real kernel (DESIGN.md "Kernel rules"):
+`sluice netpolicy apply|show|verify|flush|watch` in a namespace the test
+makes, checked with nft (an independent reader) and with real traffic.
+
+Topology (all made here, removed at the end):
+
+  sbx (sandbox + sluice)  eth0 198.18.10.2, 2001:2:10::2
+        |  veth
+  world                   eth0 198.18.10.1 (upstream), .3 (other),
+                          .53 (resolver), 2001:2:10::1 (v6 upstream), ::3
+
+The workload runs as uid 12345 without capabilities; sluice's uid is the
+"daemon" account.
+"""
+
+import json
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import netpolicy_harness as h  # noqa: E402
+
+UP4, OTHER4, RES4 = "198.18.10.1", "198.18.10.3", "198.18.10.53"
+UP6, OTHER6 = "2001:2:10::1", "2001:2:10::3"
+
+
+class Sidecar(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.sbx = h.Netns("s")
+        cls.world = h.Netns("w")
+        h.veth(cls.sbx, "eth0", cls.world, "eth0")
+        h.addr(cls.sbx, "eth0", "198.18.10.2/24")
+        h.addr(cls.sbx, "eth0", "2001:2:10::2/64")
+        for a in (UP4, OTHER4, RES4):
+            h.addr(cls.world, "eth0", a + "/24")
+        for a in (UP6, OTHER6):
+            h.addr(cls.world, "eth0", a + "/64")
+        cls.sbx.ip("route", "add", "default", "via", UP4)
+        cls.sbx.ip("-6", "route", "add", "default", "via", UP6)
+        # Unprivileged ICMP echo sockets, so that "ICMP is blocked" is
+        # the rules' doing and not a missing permission.
+        cls.sbx.sysctl("net.ipv4.ping_group_range", "0 2147483647")
+        cls.world_srv = h.Servers(cls.world, [
+            "tcp,%s,8080" % UP4, "tcp,%s,9090" % UP4, "tcp,%s,8080" % OTHER4,
+            "udp,%s,53" % OTHER4, "udp,%s,53" % RES4,
+            "tcp,%s,8080" % UP6, "tcp,%s,8080" % OTHER6])
+        # Stand-in for sluice's listener on loopback inside the sandbox.
+        cls.lo_srv = h.Servers(cls.sbx, ["tcp,127.0.0.1,3128"])
+        cls.dir = h.tmpdir()
+        cls.policy = cls.write("policy.json", RES4)
+
+    @classmethod
+    def write(cls, name, resolver):
+        return h.write_policy(
+            cls.dir, name,
+            {"mode": "sidecar", "table": "sluice", "allow_loopback": True,
+             "resolvers": [resolver], "log_group": 7},
+            [h.route("model-proxy", "http://%s:8080/v1" % UP4),
+             h.route("model-v6", "http://[%s]:8080/v1" % UP6),
+             h.route("by-name", "http://upstream.example:8080/v1")],
+            [{"name": "forward", "type": "forward",
+              "listen": "127.0.0.1:3128"}])
+
+    def np(self, *args, env=None):
+        return h.sluice("netpolicy", *args, "-c", self.policy, "--netns",
+                        self.sbx.name, env=env)
+
+    def apply(self):
+        p = self.np("apply")
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_01_baseline_reachable(self):
+        # Without rules the workload gets out: the checks below can fail.
+        r = h.probes(self.sbx, h.WORKLOAD_UID, [("tcp", OTHER4, 8080),
+                                                ("tcp", OTHER6, 8080)])
+        self.assertEqual(set(r.values()), {"ok"}, r)
+
+    def test_02_apply_nft_json(self):
+        self.apply()
+        p = self.sbx.nft("-j", "list", "table", "inet", "sluice")
+        items = json.loads(p.stdout)["nftables"]
+        chains = {i["chain"]["name"]: i["chain"] for i in items
+                  if "chain" in i}
+        sets = {i["set"]["name"]: i["set"] for i in items if "set" in i}
+        rules = [i["rule"] for i in items if "rule" in i]
+        self.assertEqual(set(chains), {"output"})
+        out = chains["output"]
+        self.assertEqual((out["family"], out["table"], out["type"],
+                          out["hook"], out["prio"], out["policy"]),
+                         ("inet", "sluice", "filter", "output", 0, "drop"))
+        self.assertEqual(sets["upstream4"]["type"],
+                         ["ipv4_addr", "inet_service"])
+        self.assertEqual(sets["upstream6"]["type"],
+                         ["ipv6_addr", "inet_service"])
+        self.assertIn("timeout", sets["upstream4"]["flags"])
+        # Literal upstreams are static elements; the name is not there.
+        self.assertEqual(sets["upstream4"]["elem"],
+                         [{"concat": [UP4, 8080]}])
+        self.assertEqual(sets["upstream6"]["elem"],
+                         [{"concat": [UP6, 8080]}])
+        # The last rule drops, counted; the one before logs to group 7.
+        last = rules[-1]["expr"]
+        self.assertIn({"drop": None}, last)
+        self.assertTrue(any("counter" in e for e in last))
+        logrule = rules[-2]["expr"]
+        self.assertTrue(any(e.get("log", {}).get("group") == 7
+                            for e in logrule), logrule)
+
+    def test_03_show_roundtrip(self):
+        self.apply()
+        shown = self.np("show")
+        self.assertEqual(shown.returncode, 0, shown.stderr)
+        applied = self.sbx.nft("list", "table", "inet", "sluice").stdout
+        # What sluice applied lists exactly as `show` prints it...
+        self.assertEqual(applied, shown.stdout)
+        # ...and nft -f of that text in a fresh namespace lists the same.
+        ref = h.Netns("r")
+        ref.run(["nft", "-f", "-"], input=shown.stdout)
+        self.assertEqual(ref.nft("list", "table", "inet", "sluice").stdout,
+                         applied)
+        # The bytecode agrees too: verify finds nft's table equal.
+        p = h.sluice("netpolicy", "verify", "-c", self.policy, "--netns",
+                     ref.name)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        ref.delete()
+
+    def test_04_workload_blocked(self):
+        self.apply()
+        self.world_srv.clear()
+        cases = [("tcp", UP4, 8080),    # the upstream, directly
+                 ("tcp", OTHER4, 8080),  # anything else
+                 ("udp", OTHER4, 53),    # DNS to any resolver
+                 ("udp", RES4, 53),      # even the configured one
+                 ("icmp", UP4, 0),       # ICMP echo
+                 ("tcp", OTHER6, 8080),  # IPv6
+                 ("tcp", UP6, 8080),
+                 ("icmp", OTHER6, 0)]
+        r = h.probes(self.sbx, h.WORKLOAD_UID, cases)
+        for c in cases:
+            self.assertNotEqual(r[c], "ok", c)
+            self.assertFalse(r[c].startswith("crash"), r[c])
+        for kind, host, port in cases:
+            if kind != "icmp":
+                self.assertEqual(self.world_srv.seen(kind, host, port), [],
+                                 (kind, host, port))
+        # Loopback (sluice's listener) stays reachable.
+        self.assertEqual(h.probe(self.sbx, h.WORKLOAD_UID, "tcp",
+                                 "127.0.0.1", 3128), "ok")
+
+    def test_05_sluice_uid(self):
+        self.apply()
+        self.world_srv.clear()
+        uid = h.sluice_uid()
+        allowed = [("tcp", UP4, 8080), ("tcp", UP6, 8080), ("udp", RES4, 53)]
+        denied = [("tcp", UP4, 9090),  # upstream address, other port
+                  ("tcp", OTHER4, 8080), ("tcp", OTHER6, 8080),
+                  ("udp", OTHER4, 53), ("icmp", UP4, 0)]
+        r = h.probes(self.sbx, uid, allowed + denied)
+        for c in allowed:
+            self.assertEqual(r[c], "ok", c)
+            self.assertEqual(len(self.world_srv.seen(*c)), 1, c)
+        for c in denied:
+            self.assertNotEqual(r[c], "ok", c)
+            if c[0] != "icmp":
+                self.assertEqual(self.world_srv.seen(*c), [], c)
+
+    def test_06_drop_event(self):
+        self.apply()
+        w = h.Watch("-c", self.policy, "--netns", self.sbx.name)
+        try:
+            r = h.probe(self.sbx, h.WORKLOAD_UID, "tcp", OTHER4, 8080)
+            self.assertNotEqual(r, "ok")
+            ev = w.wait_for(lambda e: e.get("dst") == OTHER4 and
+                            e.get("dport") == 8080)
+            self.assertIsNotNone(ev, w.events)
+            self.assertEqual(ev["event"], "net.drop")
+            self.assertEqual(ev["proto"], "tcp")
+            self.assertEqual(ev["uid"], h.WORKLOAD_UID)
+            self.assertEqual(ev["src"], "198.18.10.2")
+        finally:
+            self.assertEqual(w.stop(), 0)
+
+    def test_07_verify_detects_hand_rule(self):
+        self.apply()
+        p = self.np("verify")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.sbx.nft("add", "rule", "inet", "sluice", "output", "tcp",
+                     "dport", "22", "accept")
+        p = self.np("verify")
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        lines = p.stdout.splitlines()
+        self.assertEqual(len(lines), 1, p.stdout)
+        self.assertIn("chain output: unexpected rule", lines[0])
+        self.assertIn("tcp dport 22 accept", lines[0])
+        # A changed chain policy.
+        self.apply()
+        self.sbx.nft("add", "chain", "inet", "sluice", "output",
+                     "{ policy accept; }")
+        p = self.np("verify")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("chain output: policy accept, want drop", p.stdout)
+        # A missing set.
+        self.apply()
+        self.sbx.nft("flush", "chain", "inet", "sluice", "output")
+        self.sbx.nft("delete", "set", "inet", "sluice", "upstream6")
+        p = self.np("verify")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("set upstream6: missing", p.stdout)
+        self.assertIn("chain output: missing rule: oif \"lo\" accept",
+                      p.stdout)
+
+    def test_08_rejected_apply_is_atomic(self):
+        self.apply()
+        # Something of the old table only, to recognise it afterwards.
+        self.sbx.nft("add", "rule", "inet", "sluice", "output", "tcp",
+                     "dport", "2222", "accept")
+        before = self.sbx.nft("list", "table", "inet", "sluice").stdout
+        other = self.write("policy-b.json", "198.18.10.54")
+        p = h.sluice("netpolicy", "apply", "-c", other, "--netns",
+                     self.sbx.name,
+                     env={"SLUICE_NETPOLICY_TEST_BAD_ELEMENT": "1"})
+        self.assertEqual(p.returncode, 3, p.stdout + p.stderr)
+        self.assertIn("kernel refused", p.stderr)
+        after = self.sbx.nft("list", "table", "inet", "sluice").stdout
+        self.assertEqual(after, before)
+        self.assertNotIn("198.18.10.54", after)
+        # Without the bad element the same policy goes in.
+        p = h.sluice("netpolicy", "apply", "-c", other, "--netns",
+                     self.sbx.name)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("198.18.10.54",
+                      self.sbx.nft("list", "table", "inet", "sluice").stdout)
+
+    def test_09_flush(self):
+        self.apply()
+        p = self.np("flush")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(self.sbx.nft("list", "tables").stdout.strip(), "")
+        p = self.np("verify")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("table inet sluice: missing", p.stdout)
+        # Flushing an absent table is not an error.
+        self.assertEqual(self.np("flush").returncode, 0)
+
+    def test_10_usage(self):
+        self.assertEqual(h.sluice("netpolicy").returncode, 2)
+        self.assertEqual(h.sluice("netpolicy", "frobnicate", "-c",
+                                  self.policy).returncode, 2)
+        self.assertEqual(h.sluice("netpolicy", "apply").returncode, 2)
+        p = h.sluice("netpolicy", "apply", "-c", self.policy, "--netns",
+                     "np-no-such-namespace")
+        self.assertEqual(p.returncode, 3)
+
+
+if __name__ == "__main__":
+    h.main()
