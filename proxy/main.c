@@ -17,6 +17,12 @@ static const struct command commands[] = {
 	{ "run", cmd_run,
 	    "run   -c POLICY.json [--netns NAME] [--no-netpolicy] [-v]" },
 	{ "check", cmd_check, "check -c POLICY.json" },
+	{ "netpolicy", cmd_netpolicy,
+	    "netpolicy apply|show|verify|flush|watch -c POLICY.json [--netns NAME]" },
+	{ "token", cmd_token,
+	    "token mint --key FILE --alg HS256|EdDSA --aud AUD --sub SUB --ttl SECONDS [--kid KID] [--iss ISS] [--max-requests N] [--jti JTI] | verify -c POLICY.json [--route AUD] TOKEN|-" },
+	{ "audit", cmd_audit,
+	    "audit verify [--head STATE_DIR/audit.head] FILE..." },
 };
 
 static void

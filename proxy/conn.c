@@ -1,0 +1,1560 @@
+/*
+ * One client connection (STYLE.md §5): reading request heads, gathering the
+ * facts for policy_decide(), answering denials, streaming request and
+ * response bodies between the client and an upstream connection with
+ * backpressure, and CONNECT tunnels. The state lives in cn_state and
+ * changes only in conn_set_state(). Connections are freed from the event
+ * loop (conn_close defers), never inside their own callbacks.
+ *
+ * What it leaves to others: parsing (http1.c), the decision (policy.c),
+ * tokens (token.c, tokencache.c), upstream connections (upstream.c), the
+ * audit line format (audit.c).
+ */
+#include <sys/socket.h>
+#include <sys/queue.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "proxy/proxy.h"
+
+#define CONN_IO_MAX        262144 /* bytes per read/write call */
+#define CONN_HIGH_WATER    262144 /* pause the source above this */
+#define CONN_LOW_WATER     65536  /* resume it below this */
+#define CONN_RESP_HEAD_MAX 65536  /* bytes of an upstream response head */
+#define CONN_MAX_HDRS      1000   /* the parser's field array */
+#define CONN_AUDIT_STR     1024   /* bytes of host/path kept for audit */
+
+enum conn_state {
+	CONN_S_IDLE = 0,    /* keep-alive: no request yet */
+	CONN_S_HEAD,        /* reading a request head */
+	CONN_S_UPSTREAM,    /* request allowed, waiting for upstream */
+	CONN_S_EXCHANGE,    /* request/response streaming */
+	CONN_S_TUNNEL_WAIT, /* CONNECT allowed, waiting for upstream */
+	CONN_S_TUNNEL,      /* relaying bytes both ways */
+	CONN_S_FLUSH,       /* writing a last response, then close */
+	CONN_S_CLOSED,      /* freed from the loop soon */
+	CONN_S__COUNT
+};
+
+static const char *const conn_state_names[CONN_S__COUNT] = { "idle", "head",
+	"upstream", "exchange", "tunnel-wait", "tunnel", "flush", "closed" };
+
+/* Allowed moves: [from] is a bit mask of the states it may go to. */
+#define B(s) (1u << (s))
+static const unsigned conn_moves[CONN_S__COUNT] = {
+	[CONN_S_IDLE] = B(CONN_S_HEAD) | B(CONN_S_CLOSED) | B(CONN_S_FLUSH),
+	[CONN_S_HEAD] = B(CONN_S_UPSTREAM) | B(CONN_S_EXCHANGE) |
+	    B(CONN_S_TUNNEL_WAIT) | B(CONN_S_FLUSH) | B(CONN_S_IDLE) |
+	    B(CONN_S_CLOSED),
+	[CONN_S_UPSTREAM] =
+	    B(CONN_S_EXCHANGE) | B(CONN_S_FLUSH) | B(CONN_S_CLOSED),
+	[CONN_S_EXCHANGE] = B(CONN_S_IDLE) | B(CONN_S_FLUSH) | B(CONN_S_CLOSED),
+	[CONN_S_TUNNEL_WAIT] =
+	    B(CONN_S_TUNNEL) | B(CONN_S_FLUSH) | B(CONN_S_CLOSED),
+	[CONN_S_TUNNEL] = B(CONN_S_CLOSED),
+	[CONN_S_FLUSH] = B(CONN_S_CLOSED),
+	[CONN_S_CLOSED] = 0,
+};
+#undef B
+
+/* How one body (request or response) is being relayed. */
+struct body {
+	enum http1_body bd_kind;
+	uint64_t bd_left;              /* LENGTH: bytes still to come */
+	struct http1_chunked bd_chunk; /* CHUNKED */
+	int bd_dechunk;                /* forward the payload only */
+	int bd_done;
+	uint64_t bd_bytes; /* payload bytes relayed */
+};
+
+/*
+ * What one request needs until it completes. Allocated when a request
+ * head arrives and freed when it is done, so that an idle keep-alive
+ * connection holds none of it. Owned by its conn.
+ */
+struct request {
+	struct config *rq_cf; /* the policy it started with */
+	const struct route *rq_route;
+	struct upconn *rq_up;
+	struct timeval rq_start;
+	enum reason rq_reason;
+	int rq_status;
+	int rq_connect;
+	int rq_head_method; /* HEAD: no response body */
+	int rq_client_minor;
+	int rq_close;                /* close the client afterwards */
+	int rq_logged;               /* audit line written */
+	int rq_head_sent;            /* response head went to the client */
+	int rq_up_close;             /* upstream said close / EOF body */
+	uint64_t rq_bytes_in;        /* client to upstream */
+	uint64_t rq_bytes_out;       /* upstream to client */
+	struct body rq_body;         /* client to upstream */
+	struct body rq_rbody;        /* upstream to client */
+	struct evbuffer *rq_pending; /* head built before upstream ready */
+	size_t rq_scan;              /* response head terminator scan */
+	char rq_method[24];
+	char rq_sub[TOKEN_MAX_STR + 1];
+	char rq_jti[TOKEN_MAX_STR + 1];
+	char *rq_host;
+	char *rq_path;
+	char rq_upaddr[56];
+	int rq_eof[2];            /* tunnel: read EOF per side */
+	struct timeval rq_active; /* tunnel: last byte either way */
+};
+
+/*
+ * A client connection. Owned by the global list; freed only by
+ * conn_free_cb() from the loop after conn_close().
+ */
+struct conn {
+	TAILQ_ENTRY(conn) cn_entry;
+	enum conn_state cn_state;
+	size_t cn_listener; /* index into cf_listeners */
+	struct bufferevent *cn_bev;
+	struct event *cn_timer; /* header deadline */
+	struct request *cn_req;
+	size_t cn_scan; /* request head terminator scan */
+	int cn_draining;
+	struct sockaddr_in6 cn_peer; /* big enough for both families */
+};
+
+TAILQ_HEAD(conn_list, conn);
+static struct conn_list conns = TAILQ_HEAD_INITIALIZER(conns);
+static size_t nconns;
+static int draining;
+static struct event_base *conn_base;
+static struct http1_hdr conn_hdrs[CONN_MAX_HDRS];
+
+static void conn_close(struct conn *, const char *why);
+static void conn_step_head(struct conn *);
+static void conn_client_read_cb(struct bufferevent *, void *);
+static void conn_client_write_cb(struct bufferevent *, void *);
+static void conn_client_event_cb(struct bufferevent *, short, void *);
+static void conn_up_read_cb(struct bufferevent *, void *);
+static void conn_up_write_cb(struct bufferevent *, void *);
+static void conn_up_event_cb(struct bufferevent *, short, void *);
+static void conn_finish(struct conn *);
+
+static void
+conn_set_state(struct conn *c, enum conn_state to)
+{
+	if (c->cn_state == to)
+		return;
+	if ((conn_moves[c->cn_state] & (1u << to)) == 0)
+		fatalx("conn: bad move %s -> %s", conn_state_names[c->cn_state],
+		    conn_state_names[to]);
+	log_debug("conn %p: %s -> %s", (void *)c, conn_state_names[c->cn_state],
+	    conn_state_names[to]);
+	c->cn_state = to;
+}
+
+static double
+elapsed_s(const struct timeval *start)
+{
+	struct timeval now, d;
+
+	event_base_gettimeofday_cached(conn_base, &now);
+	timersub(&now, start, &d);
+	return (double)d.tv_sec + (double)d.tv_usec / 1e6;
+}
+
+static void
+peer_str(const struct conn *c, char *buf, size_t len)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+
+	if (c->cn_peer.sin6_family == AF_INET) {
+		const struct sockaddr_in *sin =
+		    (const struct sockaddr_in *)&c->cn_peer;
+
+		inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host));
+		snprintf(buf, len, "%s:%u", host, ntohs(sin->sin_port));
+	} else if (c->cn_peer.sin6_family == AF_INET6) {
+		inet_ntop(AF_INET6, &c->cn_peer.sin6_addr, host, sizeof(host));
+		snprintf(buf, len, "[%s]:%u", host,
+		    ntohs(c->cn_peer.sin6_port));
+	} else
+		snprintf(buf, len, "-");
+}
+
+static const struct listener_conf *
+conn_listener(const struct conn *c, const struct config *cf)
+{
+	if (c->cn_listener >= cf->cf_nlisteners)
+		return NULL;
+	return &cf->cf_listeners[c->cn_listener];
+}
+
+static char *
+dup_capped(const char *p, size_t len)
+{
+	char *s;
+
+	if (len > CONN_AUDIT_STR)
+		len = CONN_AUDIT_STR;
+	if ((s = malloc(len + 1)) == NULL)
+		return NULL;
+	memcpy(s, p, len);
+	s[len] = '\0';
+	return s;
+}
+
+static struct request *
+request_new(struct conn *c)
+{
+	struct request *rq;
+
+	if ((rq = calloc(1, sizeof(*rq))) == NULL)
+		return NULL;
+	rq->rq_cf = config_ref(daemon_config());
+	rq->rq_reason = REASON_BAD_REQUEST;
+	event_base_gettimeofday_cached(conn_base, &rq->rq_start);
+	c->cn_req = rq;
+	return rq;
+}
+
+/*
+ * The audit line and metrics of a request, written exactly once, when it
+ * completes or is refused.
+ */
+static void
+request_log(struct conn *c)
+{
+	struct request *rq = c->cn_req;
+	struct audit *a = daemon_audit();
+	const struct listener_conf *lc;
+	const char *route;
+	char client[64];
+	double secs;
+	int allow;
+
+	if (rq == NULL || rq->rq_logged)
+		return;
+	rq->rq_logged = 1;
+	secs = elapsed_s(&rq->rq_start);
+	allow = rq->rq_reason == REASON_OK;
+	route = rq->rq_route != NULL ? rq->rq_route->rt_audience : NULL;
+	if (rq->rq_connect)
+		metrics_tunnel(route, allow, rq->rq_reason, rq->rq_bytes_in,
+		    rq->rq_bytes_out, secs);
+	else
+		metrics_request(route, allow, rq->rq_reason, rq->rq_bytes_in,
+		    rq->rq_bytes_out, secs);
+	if (a == NULL)
+		return;
+	lc = conn_listener(c, rq->rq_cf);
+	peer_str(c, client, sizeof(client));
+	audit_begin(a, rq->rq_connect ? "connect.tunnel" : "http.request");
+	audit_add_cstr(a, "decision", allow ? "allow" : "deny");
+	audit_add_cstr(a, "reason", reason_name(rq->rq_reason));
+	audit_add_cstr(a, "listener", lc != NULL ? lc->lc_name : "");
+	audit_add_cstr(a, "client", client);
+	audit_add_cstr(a, "route", route);
+	if (rq->rq_sub[0] != '\0')
+		audit_add_cstr(a, "sub", rq->rq_sub);
+	if (rq->rq_jti[0] != '\0')
+		audit_add_cstr(a, "jti", rq->rq_jti);
+	if (rq->rq_method[0] != '\0')
+		audit_add_cstr(a, "method", rq->rq_method);
+	audit_add_cstr(a, "host", rq->rq_host);
+	if (!rq->rq_connect)
+		audit_add_cstr(a, "path", rq->rq_path);
+	audit_add_int(a, "status", rq->rq_status);
+	audit_add_uint(a, "bytes_in", rq->rq_bytes_in);
+	audit_add_uint(a, "bytes_out", rq->rq_bytes_out);
+	audit_add_int(a, "duration_ms", (int64_t)(secs * 1000.0));
+	if (rq->rq_upaddr[0] != '\0')
+		audit_add_cstr(a, "upstream", rq->rq_upaddr);
+	(void)audit_commit(a);
+}
+
+static void
+request_free(struct conn *c)
+{
+	struct request *rq = c->cn_req;
+
+	if (rq == NULL)
+		return;
+	c->cn_req = NULL;
+	if (rq->rq_up != NULL) {
+		struct bufferevent *ub = upconn_bev(rq->rq_up);
+
+		if (ub != NULL)
+			bufferevent_setcb(ub, NULL, NULL, NULL, NULL);
+		upconn_cancel(rq->rq_up);
+	}
+	if (rq->rq_pending != NULL)
+		evbuffer_free(rq->rq_pending);
+	free(rq->rq_host);
+	free(rq->rq_path);
+	config_unref(rq->rq_cf);
+	free(rq);
+}
+
+static void
+conn_free_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	request_free(c);
+	if (c->cn_bev != NULL)
+		bufferevent_free(c->cn_bev);
+	if (c->cn_timer != NULL)
+		event_free(c->cn_timer);
+	free(c);
+}
+
+/*
+ * The only way a connection ends. Safe to call twice; writes the pending
+ * request's audit line once, switches every callback off and frees the
+ * connection from the loop.
+ */
+static void
+conn_close(struct conn *c, const char *why)
+{
+	if (c->cn_state == CONN_S_CLOSED)
+		return;
+	log_debug("conn %p: close: %s", (void *)c, why);
+	request_log(c);
+	conn_set_state(c, CONN_S_CLOSED);
+	TAILQ_REMOVE(&conns, c, cn_entry);
+	nconns--;
+	metrics_conn_active(-1);
+	if (c->cn_bev != NULL) {
+		bufferevent_setcb(c->cn_bev, NULL, NULL, NULL, NULL);
+		bufferevent_disable(c->cn_bev, EV_READ | EV_WRITE);
+	}
+	if (c->cn_timer != NULL)
+		evtimer_del(c->cn_timer);
+	if (c->cn_req != NULL && c->cn_req->rq_up != NULL) {
+		struct bufferevent *ub = upconn_bev(c->cn_req->rq_up);
+
+		if (ub != NULL) {
+			bufferevent_setcb(ub, NULL, NULL, NULL, NULL);
+			bufferevent_disable(ub, EV_READ | EV_WRITE);
+		}
+	}
+	if (event_base_once(conn_base, -1, EV_TIMEOUT, conn_free_cb, c, NULL) ==
+	    -1)
+		conn_free_cb(-1, 0, c); /* no callback of c is on the stack */
+}
+
+/*
+ * Responses sluice writes itself.
+ */
+static const char *
+status_text(int status)
+{
+	switch (status) {
+	case 200:
+		return "OK";
+	case 400:
+		return "Bad Request";
+	case 401:
+		return "Unauthorized";
+	case 403:
+		return "Forbidden";
+	case 407:
+		return "Proxy Authentication Required";
+	case 413:
+		return "Content Too Large";
+	case 429:
+		return "Too Many Requests";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 502:
+		return "Bad Gateway";
+	case 503:
+		return "Service Unavailable";
+	case 504:
+		return "Gateway Timeout";
+	default:
+		return "Error";
+	}
+}
+
+static void
+write_denial(struct evbuffer *out, enum reason r, int reverse, int close)
+{
+	int status = reason_status(r, reverse);
+	const char *name = reason_name(r);
+
+	evbuffer_add_printf(out,
+	    "HTTP/1.1 %d %s\r\n"
+	    "Sluice-Deny: %s\r\n"
+	    "Content-Type: application/json\r\n"
+	    "Content-Length: %zu\r\n"
+	    "%s%s"
+	    "\r\n"
+	    "{\"error\":\"%s\"}",
+	    status, status_text(status), name, strlen(name) + 12,
+	    reason_is_token(r) ? (reverse ? "WWW-Authenticate: Bearer\r\n" :
+					    "Proxy-Authenticate: Bearer\r\n") :
+				 "",
+	    close ? "Connection: close\r\n" : "", name);
+}
+
+/*
+ * Refuse the current request with reason r. The connection stays open only
+ * for a refusal that leaves it in sync: no unread request body and not a
+ * protocol error.
+ */
+static void
+conn_deny(struct conn *c, enum reason r, int keep)
+{
+	struct request *rq = c->cn_req;
+	const struct listener_conf *lc;
+	struct config *cf = rq != NULL ? rq->rq_cf : daemon_config();
+	int reverse, status = reason_status(r, 0);
+
+	lc = conn_listener(c, cf);
+	reverse = lc != NULL && lc->lc_type == LISTENER_REVERSE;
+	if (status == 400 || status == 413 || status == 431 || status >= 500 ||
+	    draining)
+		keep = 0;
+	if (rq != NULL) {
+		rq->rq_reason = r;
+		rq->rq_status = reason_status(r, reverse);
+		if (!keep)
+			rq->rq_close = 1;
+		request_log(c);
+	}
+	write_denial(bufferevent_get_output(c->cn_bev), r, reverse, !keep);
+	if (keep) {
+		/* conn_step_head()'s loop reads the next request, if any. */
+		request_free(c);
+		conn_set_state(c, CONN_S_IDLE);
+		bufferevent_enable(c->cn_bev, EV_READ);
+		return;
+	}
+	if (rq != NULL && rq->rq_up != NULL) {
+		upconn_cancel(rq->rq_up);
+		rq->rq_up = NULL;
+	}
+	evtimer_del(c->cn_timer);
+	conn_set_state(c, CONN_S_FLUSH);
+	bufferevent_disable(c->cn_bev, EV_READ);
+	bufferevent_enable(c->cn_bev, EV_WRITE);
+	/* The write callback closes once the response is out. */
+	if (evbuffer_get_length(bufferevent_get_output(c->cn_bev)) == 0)
+		conn_close(c, "denied");
+}
+
+/*
+ * Request heads.
+ */
+
+static int
+is_hop_by_hop(const struct http1_msg *m, const struct http1_hdr *h)
+{
+	static const char *const names[] = { "connection", "keep-alive",
+		"proxy-authorization", "proxy-authenticate", "proxy-connection",
+		"te", "trailer", "transfer-encoding", "upgrade", NULL };
+	size_t i;
+
+	for (i = 0; names[i] != NULL; i++)
+		if (http1_name_eq(h->name, h->name_len, names[i]))
+			return 1;
+	return http1_connection_lists(m, h->name, h->name_len);
+}
+
+/* Write the request head sluice sends upstream (DESIGN.md "Headers"). */
+static void
+build_upstream_head(struct evbuffer *out, const struct http1_msg *m,
+    const struct uri *u, const struct route *rt)
+{
+	const struct upstream_conf *uc = &rt->rt_up;
+	size_t i, j;
+
+	evbuffer_add(out, m->method, m->method_len);
+	evbuffer_add(out, " ", 1);
+	evbuffer_add(out, uc->uc_path, strlen(uc->uc_path));
+	evbuffer_add(out, u->path, u->path_len);
+	if (u->query != NULL) {
+		evbuffer_add(out, "?", 1);
+		evbuffer_add(out, u->query, u->query_len);
+	}
+	evbuffer_add(out, " HTTP/1.1\r\nHost: ", 17);
+	evbuffer_add(out, uc->uc_authority, strlen(uc->uc_authority));
+	evbuffer_add(out, "\r\n", 2);
+	for (i = 0; i < m->nhdrs; i++) {
+		const struct http1_hdr *h = &m->hdrs[i];
+
+		if (http1_name_eq(h->name, h->name_len, "host") ||
+		    is_hop_by_hop(m, h))
+			continue;
+		/* The sandbox can neither forge nor observe injected ones. */
+		for (j = 0; j < uc->uc_nheaders; j++)
+			if (http1_name_eq(h->name, h->name_len,
+				uc->uc_headers[j].uh_name))
+				break;
+		if (j < uc->uc_nheaders)
+			continue;
+		evbuffer_add(out, h->name, h->name_len);
+		evbuffer_add(out, ": ", 2);
+		evbuffer_add(out, h->value, h->value_len);
+		evbuffer_add(out, "\r\n", 2);
+	}
+	for (j = 0; j < uc->uc_nheaders; j++) {
+		const struct upstream_header *uh = &uc->uc_headers[j];
+
+		evbuffer_add(out, uh->uh_name, strlen(uh->uh_name));
+		evbuffer_add(out, ": ", 2);
+		evbuffer_add(out, uh->uh_value, uh->uh_value_len);
+		evbuffer_add(out, "\r\n", 2);
+	}
+	if (m->body == HTTP1_BODY_CHUNKED)
+		evbuffer_add(out, "Transfer-Encoding: chunked\r\n", 28);
+	evbuffer_add(out, "\r\n", 2);
+}
+
+/* Host must agree with an absolute-form or authority-form target. */
+static int
+host_matches_target(const struct http1_msg *m, const struct uri *u)
+{
+	struct uri h;
+	const char *why;
+
+	if (m->host == NULL)
+		return 1;
+	if (uri_parse_host(m->host, m->host_len, &h, &why) == -1)
+		return 0;
+	if (!uri_host_eq(h.host, h.host_len, u->host, u->host_len))
+		return 0;
+	if (h.has_port)
+		return h.port == u->port;
+	/* No port in Host: the target's port must be the scheme default. */
+	return u->form == URI_ABSOLUTE ?
+	    !u->has_port || u->port == (u->https ? 443 : 80) :
+	    0;
+}
+
+static void conn_start_upstream(struct conn *, const struct http1_msg *,
+    const struct uri *);
+static void conn_req_body(struct conn *);
+static void conn_start_tunnel(struct conn *);
+
+static enum reason
+conn_verify_token(struct conn *c, const struct http1_msg *m, int connect,
+    struct token_claims *claims)
+{
+	struct request *rq = c->cn_req;
+	const struct tokens_conf *tc = &rq->rq_cf->cf_tokens;
+	char scratch[TOKEN_MAX_LEN + TOKEN_MAX_STR + 8];
+	const char *tok;
+	size_t toklen;
+	enum reason r;
+
+	r = token_from_request(m, connect, scratch, sizeof(scratch), &tok,
+	    &toklen);
+	if (r != REASON_OK)
+		return r;
+	r = token_cache_verify(daemon_token_cache(), rq->rq_cf->cf_gen,
+	    tc->tc_keys, tc->tc_nkeys, tok, toklen, daemon_now(),
+	    tc->tc_leeway_s, claims);
+	explicit_bzero(scratch, sizeof(scratch));
+	return r;
+}
+
+/*
+ * Refuse a request whose head (headlen bytes at the front of the input) was
+ * read: drop the head first, so a kept connection reads the next request.
+ */
+static void
+conn_deny_head(struct conn *c, enum reason r, int keep, size_t headlen)
+{
+	evbuffer_drain(bufferevent_get_input(c->cn_bev), headlen);
+	conn_deny(c, r, keep);
+}
+
+/*
+ * A complete head is in buf[0..headlen): decide, then answer or forward.
+ */
+static void
+conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
+{
+	struct request *rq = c->cn_req;
+	struct config *cf = rq->rq_cf;
+	const struct listener_conf *lc = conn_listener(c, cf);
+	struct token_claims claims;
+	struct req_view v;
+	struct decision d;
+	struct uri u;
+	const char *why = "";
+	int connect;
+	uint64_t used;
+
+	connect = m->method_len == 7 && memcmp(m->method, "CONNECT", 7) == 0;
+	rq->rq_connect = connect;
+	rq->rq_head_method =
+	    m->method_len == 4 && memcmp(m->method, "HEAD", 4) == 0;
+	rq->rq_client_minor = m->minor;
+	snprintf(rq->rq_method, sizeof(rq->rq_method), "%.*s",
+	    (int)(m->method_len < sizeof(rq->rq_method) ?
+		    m->method_len :
+		    sizeof(rq->rq_method) - 1),
+	    m->method);
+	if ((m->flags & HTTP1_F_CLOSE) || m->minor == 0)
+		rq->rq_close = 1;
+
+	memset(&u, 0, sizeof(u));
+	if (uri_parse_target(m->target, m->target_len, connect, &u, &why) ==
+	    -1) {
+		rq->rq_path = dup_capped(m->target, m->target_len);
+		log_debug("conn: bad target: %s", why);
+		conn_deny_head(c, REASON_BAD_REQUEST, 0, headlen);
+		return;
+	}
+	if (u.host != NULL)
+		rq->rq_host = dup_capped(u.host, u.host_len);
+	else if (m->host != NULL)
+		rq->rq_host = dup_capped(m->host, m->host_len);
+	if (u.path != NULL)
+		rq->rq_path = dup_capped(u.path, u.path_len);
+	if (lc == NULL ||
+	    (lc->lc_type == LISTENER_FORWARD && u.form == URI_ORIGIN) ||
+	    (lc->lc_type == LISTENER_REVERSE && u.form != URI_ORIGIN) ||
+	    u.form == URI_ASTERISK) {
+		conn_deny_head(c, REASON_BAD_REQUEST, 0, headlen);
+		return;
+	}
+	/* The authority decides; a Host that differs is a 400 (DESIGN.md). */
+	if (u.form != URI_ORIGIN && !host_matches_target(m, &u)) {
+		conn_deny_head(c, REASON_BAD_REQUEST, 0, headlen);
+		return;
+	}
+
+	memset(&v, 0, sizeof(v));
+	v.rv_listener = lc;
+	v.rv_connect = connect;
+	v.rv_method = m->method;
+	v.rv_method_len = m->method_len;
+	v.rv_uri = &u;
+	v.rv_audit_failed =
+	    daemon_audit() != NULL && audit_failed(daemon_audit());
+	v.rv_token = conn_verify_token(c, m, connect, &claims);
+	if (v.rv_token == REASON_OK) {
+		v.rv_claims = &claims;
+		snprintf(rq->rq_sub, sizeof(rq->rq_sub), "%s", claims.sub);
+		snprintf(rq->rq_jti, sizeof(rq->rq_jti), "%s", claims.jti);
+		v.rv_revoked =
+		    revocations_has(daemon_revocations(), cf, claims.jti);
+		v.rv_budget_used = budget_used(daemon_budget(), claims.jti);
+	}
+	policy_decide(cf, &v, daemon_now(), &d);
+	rq->rq_route = d.de_route;
+	if (d.de_reason == REASON_OK && d.de_budget_limit != 0) {
+		int rc = budget_charge(daemon_budget(), claims.jti, claims.exp,
+		    d.de_budget_limit, &used);
+
+		/* A charge that cannot be recorded is not granted. */
+		if (rc != 0) {
+			if (rc == -1)
+				log_warnx("budget: cannot charge; denying");
+			d.de_reason = REASON_BUDGET_EXHAUSTED;
+		}
+	}
+	if (d.de_reason == REASON_OK &&
+	    cf->cf_audit.ac_fsync == AUDIT_FSYNC_ALWAYS &&
+	    audit_sync(daemon_audit()) == -1)
+		d.de_reason = REASON_AUDIT_UNAVAILABLE;
+	if (d.de_reason == REASON_OK && !connect &&
+	    m->body == HTTP1_BODY_LENGTH &&
+	    m->content_length > cf->cf_limits.max_body_bytes)
+		d.de_reason = REASON_BODY_TOO_LARGE;
+	explicit_bzero(&claims, sizeof(claims));
+	if (d.de_reason != REASON_OK) {
+		conn_deny_head(c, d.de_reason,
+		    m->body == HTTP1_BODY_NONE && !connect, headlen);
+		return;
+	}
+	rq->rq_reason = REASON_OK;
+
+	if (connect) {
+		evbuffer_drain(bufferevent_get_input(c->cn_bev), headlen);
+		conn_start_tunnel(c);
+		return;
+	}
+	rq->rq_body.bd_kind = m->body;
+	rq->rq_body.bd_left = m->content_length;
+	http1_chunked_init(&rq->rq_body.bd_chunk);
+	if (m->body == HTTP1_BODY_NONE)
+		rq->rq_body.bd_done = 1;
+	conn_start_upstream(c, m, &u);
+	/*
+	 * The slices in m point into the input: drain only now, and only
+	 * then relay body bytes already read (a pooled upstream is ready).
+	 */
+	evbuffer_drain(bufferevent_get_input(c->cn_bev), headlen);
+	if (c->cn_state == CONN_S_EXCHANGE)
+		conn_req_body(c);
+}
+
+static void
+conn_header_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	/* A slow head is dropped without an answer (slowloris). */
+	if (c->cn_req != NULL)
+		c->cn_req->rq_reason = REASON_BAD_REQUEST;
+	conn_close(c, "header timeout");
+}
+
+/*
+ * Read request heads while the connection waits for one. A loop, not
+ * recursion: a client may pipeline many requests that are each refused.
+ */
+static void
+conn_step_head(struct conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->cn_bev);
+	const struct limits *l;
+	struct http1_msg m;
+	size_t len, n, end;
+	ssize_t rc;
+	const char *p;
+
+	while ((c->cn_state == CONN_S_IDLE || c->cn_state == CONN_S_HEAD) &&
+	    (len = evbuffer_get_length(in)) > 0) {
+		if (c->cn_state == CONN_S_IDLE) {
+			if (draining || c->cn_draining) {
+				conn_close(c, "draining");
+				return;
+			}
+			if (request_new(c) == NULL) {
+				conn_close(c, "out of memory");
+				return;
+			}
+			conn_set_state(c, CONN_S_HEAD);
+			c->cn_scan = 0;
+			/* The first request's deadline runs from accept. */
+			if (!evtimer_pending(c->cn_timer, NULL)) {
+				struct timeval tv;
+
+				l = &c->cn_req->rq_cf->cf_limits;
+				tv.tv_sec =
+				    (time_t)(l->header_timeout_ms / 1000);
+				tv.tv_usec =
+				    (suseconds_t)(l->header_timeout_ms % 1000) *
+				    1000;
+				evtimer_add(c->cn_timer, &tv);
+			}
+		}
+		l = &c->cn_req->rq_cf->cf_limits;
+		n = len < l->max_header_bytes ? len :
+						(size_t)l->max_header_bytes;
+		if ((p = (const char *)evbuffer_pullup(in, (ssize_t)n)) ==
+		    NULL) {
+			conn_close(c, "out of memory");
+			return;
+		}
+		memset(&m, 0, sizeof(m));
+		m.hdrs = conn_hdrs;
+		m.max_hdrs = (size_t)l->max_headers;
+		/* cn_scan: bytes seen before, so old ones are not rescanned. */
+		rc = http1_parse_request(&m, p, n, c->cn_scan);
+		c->cn_scan = n;
+		if (rc == -2) {
+			if (n >= l->max_header_bytes)
+				conn_deny(c, REASON_HEADERS_TOO_LARGE, 0);
+			return;
+		}
+		if (rc == -1) {
+			log_debug("conn: bad request: %s",
+			    http1_err_name(m.err));
+			conn_deny(c,
+			    http1_err_status(m.err) == 431 ?
+				REASON_HEADERS_TOO_LARGE :
+				REASON_BAD_REQUEST,
+			    0);
+			return;
+		}
+		end = (size_t)rc;
+		evtimer_del(c->cn_timer);
+		conn_handle_head(c, &m, end);
+	}
+}
+
+/*
+ * Bodies.
+ */
+
+/*
+ * Move as much of body b from src to dst as framing allows. Returns 0, or
+ * -1 on a framing error (b->bd_chunk.err says which).
+ */
+static int
+body_relay(struct body *b, struct evbuffer *src, struct evbuffer *dst,
+    uint64_t *counter)
+{
+	size_t avail;
+
+	while (!b->bd_done && (avail = evbuffer_get_length(src)) > 0) {
+		switch (b->bd_kind) {
+		case HTTP1_BODY_LENGTH: {
+			size_t n =
+			    b->bd_left < avail ? (size_t)b->bd_left : avail;
+
+			evbuffer_remove_buffer(src, dst, n);
+			b->bd_left -= n;
+			b->bd_bytes += n;
+			*counter += n;
+			if (b->bd_left == 0)
+				b->bd_done = 1;
+			break;
+		}
+		case HTTP1_BODY_EOF:
+			b->bd_bytes += avail;
+			*counter += avail;
+			evbuffer_add_buffer(dst, src);
+			break;
+		case HTTP1_BODY_CHUNKED: {
+			struct evbuffer_iovec v;
+			size_t data = 0;
+			ssize_t used;
+
+			if (evbuffer_peek(src, -1, NULL, &v, 1) < 1)
+				return -1;
+			used = http1_chunked_step(&b->bd_chunk, v.iov_base,
+			    v.iov_len, &data);
+			if (used < 0)
+				return -1;
+			if (used == 0) {
+				b->bd_done = http1_chunked_done(&b->bd_chunk);
+				if (!b->bd_done)
+					return -1;
+				break;
+			}
+			if (b->bd_dechunk && data == 0)
+				evbuffer_drain(src, (size_t)used);
+			else {
+				evbuffer_remove_buffer(src, dst, (size_t)used);
+				*counter += (size_t)used;
+			}
+			b->bd_bytes += data;
+			if (http1_chunked_done(&b->bd_chunk))
+				b->bd_done = 1;
+			break;
+		}
+		default:
+			b->bd_done = 1;
+			break;
+		}
+	}
+	return 0;
+}
+
+/* Pause the source while the destination holds too much. */
+static void
+backpressure(struct bufferevent *src, struct bufferevent *dst)
+{
+	if (evbuffer_get_length(bufferevent_get_output(dst)) > CONN_HIGH_WATER)
+		bufferevent_disable(src, EV_READ);
+}
+
+static void
+conn_req_body(struct conn *c)
+{
+	struct request *rq = c->cn_req;
+	struct bufferevent *ub;
+	const struct limits *l = &rq->rq_cf->cf_limits;
+
+	if (rq->rq_up == NULL || rq->rq_body.bd_done)
+		return;
+	ub = upconn_bev(rq->rq_up);
+	if (body_relay(&rq->rq_body, bufferevent_get_input(c->cn_bev),
+		bufferevent_get_output(ub), &rq->rq_bytes_in) == -1) {
+		rq->rq_reason = REASON_BAD_REQUEST;
+		if (!rq->rq_head_sent)
+			conn_deny(c, REASON_BAD_REQUEST, 0);
+		else
+			conn_close(c, "bad request body");
+		return;
+	}
+	if (rq->rq_body.bd_bytes > l->max_body_bytes) {
+		rq->rq_reason = REASON_BODY_TOO_LARGE;
+		if (!rq->rq_head_sent)
+			conn_deny(c, REASON_BODY_TOO_LARGE, 0);
+		else
+			conn_close(c, "request body too large");
+		return;
+	}
+	if (rq->rq_body.bd_done) {
+		/*
+		 * Nothing more is read from the client until the response is
+		 * complete: a pipelined request waits in the kernel.
+		 */
+		bufferevent_disable(c->cn_bev, EV_READ);
+		if (rq->rq_rbody.bd_done && rq->rq_head_sent)
+			conn_finish(c);
+		return;
+	}
+	backpressure(c->cn_bev, ub);
+}
+
+/*
+ * Upstream connection and response.
+ */
+static void
+conn_up_timeouts(struct conn *c, int waiting_head)
+{
+	const struct limits *l = &c->cn_req->rq_cf->cf_limits;
+	uint64_t ms =
+	    waiting_head ? l->upstream_response_timeout_ms : l->idle_timeout_ms;
+	struct timeval rd, wr;
+
+	rd.tv_sec = (time_t)(ms / 1000);
+	rd.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+	wr.tv_sec = (time_t)(l->idle_timeout_ms / 1000);
+	wr.tv_usec = (suseconds_t)(l->idle_timeout_ms % 1000) * 1000;
+	bufferevent_set_timeouts(upconn_bev(c->cn_req->rq_up), &rd, &wr);
+}
+
+static void
+conn_attach_upstream(struct conn *c)
+{
+	struct request *rq = c->cn_req;
+	struct bufferevent *ub = upconn_bev(rq->rq_up);
+
+	upconn_addr(rq->rq_up, rq->rq_upaddr, sizeof(rq->rq_upaddr));
+	bufferevent_setcb(ub, conn_up_read_cb, conn_up_write_cb,
+	    conn_up_event_cb, c);
+	bufferevent_setwatermark(ub, EV_WRITE, CONN_LOW_WATER, 0);
+	if (rq->rq_pending != NULL) {
+		evbuffer_add_buffer(bufferevent_get_output(ub), rq->rq_pending);
+		evbuffer_free(rq->rq_pending);
+		rq->rq_pending = NULL;
+	}
+	conn_up_timeouts(c, 1);
+	bufferevent_enable(ub, EV_READ | EV_WRITE);
+	conn_set_state(c, CONN_S_EXCHANGE);
+}
+
+static void
+conn_upstream_ready_cb(struct upconn *uc, enum reason r, void *arg)
+{
+	struct conn *c = arg;
+	struct request *rq = c->cn_req;
+
+	rq->rq_up = uc;
+	if (r != REASON_OK) {
+		conn_deny(c, r, 0);
+		return;
+	}
+	conn_attach_upstream(c);
+	/* Body bytes that arrived while connecting. */
+	conn_req_body(c);
+}
+
+static void
+conn_start_upstream(struct conn *c, const struct http1_msg *m,
+    const struct uri *u)
+{
+	struct request *rq = c->cn_req;
+	struct upconn *uc;
+	int rc;
+
+	rc = upstream_get(rq->rq_cf, rq->rq_route, 0, conn_upstream_ready_cb, c,
+	    &uc);
+	if (rc == -1) {
+		conn_deny(c, REASON_UPSTREAM_UNREACHABLE, 0);
+		return;
+	}
+	rq->rq_up = uc;
+	if (rc == 0) {
+		build_upstream_head(bufferevent_get_output(upconn_bev(uc)), m,
+		    u, rq->rq_route);
+		conn_set_state(c, CONN_S_UPSTREAM);
+		conn_attach_upstream(c);
+		return;
+	}
+	if ((rq->rq_pending = evbuffer_new()) == NULL) {
+		conn_close(c, "out of memory");
+		return;
+	}
+	build_upstream_head(rq->rq_pending, m, u, rq->rq_route);
+	conn_set_state(c, CONN_S_UPSTREAM);
+	/* Body bytes wait in the client's input, bounded by the watermark. */
+	bufferevent_setwatermark(c->cn_bev, EV_READ, 0, CONN_HIGH_WATER);
+}
+
+/* Write the client's response head from the upstream's (filtered). */
+static void
+build_client_head(struct conn *c, const struct http1_msg *m)
+{
+	struct request *rq = c->cn_req;
+	struct evbuffer *out = bufferevent_get_output(c->cn_bev);
+	size_t i;
+
+	evbuffer_add_printf(out, "HTTP/1.1 %d ", m->status);
+	evbuffer_add(out, m->reason, m->reason_len);
+	evbuffer_add(out, "\r\n", 2);
+	for (i = 0; i < m->nhdrs; i++) {
+		const struct http1_hdr *h = &m->hdrs[i];
+
+		if (is_hop_by_hop(m, h))
+			continue;
+		evbuffer_add(out, h->name, h->name_len);
+		evbuffer_add(out, ": ", 2);
+		evbuffer_add(out, h->value, h->value_len);
+		evbuffer_add(out, "\r\n", 2);
+	}
+	if (m->status >= 200 && m->body == HTTP1_BODY_CHUNKED &&
+	    !rq->rq_rbody.bd_dechunk)
+		evbuffer_add(out, "Transfer-Encoding: chunked\r\n", 28);
+	if (m->status >= 200 && (rq->rq_close || draining))
+		evbuffer_add(out, "Connection: close\r\n", 19);
+	evbuffer_add(out, "\r\n", 2);
+}
+
+static void
+conn_up_bad(struct conn *c, enum reason r, const char *why)
+{
+	struct request *rq = c->cn_req;
+
+	log_debug("conn: upstream: %s", why);
+	if (rq->rq_head_sent) {
+		/* The client already has part of a response: cut it. */
+		rq->rq_reason = r;
+		conn_close(c, why);
+		return;
+	}
+	conn_deny(c, r, 0);
+}
+
+static void
+conn_resp_head(struct conn *c)
+{
+	struct request *rq = c->cn_req;
+	struct bufferevent *ub = upconn_bev(rq->rq_up);
+	struct evbuffer *in = bufferevent_get_input(ub);
+	struct http1_msg m;
+	size_t len, n, end;
+	const char *p;
+	ssize_t rc;
+
+	for (;;) {
+		len = evbuffer_get_length(in);
+		if (len == 0)
+			return;
+		n = len < CONN_RESP_HEAD_MAX ? len : CONN_RESP_HEAD_MAX;
+		if ((p = (const char *)evbuffer_pullup(in, (ssize_t)n)) ==
+		    NULL) {
+			conn_close(c, "out of memory");
+			return;
+		}
+		memset(&m, 0, sizeof(m));
+		m.hdrs = conn_hdrs;
+		m.max_hdrs = CONN_MAX_HDRS;
+		rc = http1_parse_response(&m, p, n, rq->rq_scan,
+		    rq->rq_head_method);
+		rq->rq_scan = n;
+		if (rc == -2) {
+			if (n >= CONN_RESP_HEAD_MAX)
+				conn_up_bad(c, REASON_UPSTREAM_BAD_RESPONSE,
+				    "response head too large");
+			return;
+		}
+		if (rc == -1 || m.status == 101) {
+			conn_up_bad(c, REASON_UPSTREAM_BAD_RESPONSE,
+			    rc == -1 ? http1_err_name(m.err) :
+				       "unexpected 101");
+			return;
+		}
+		end = (size_t)rc;
+		rq->rq_scan = 0;
+		if (m.status < 200) {
+			/* Interim responses go to HTTP/1.1 clients only. */
+			if (rq->rq_client_minor == 1)
+				build_client_head(c, &m);
+			evbuffer_drain(in, end);
+			continue;
+		}
+		rq->rq_status = m.status;
+		rq->rq_rbody.bd_kind = m.body;
+		rq->rq_rbody.bd_left = m.content_length;
+		http1_chunked_init(&rq->rq_rbody.bd_chunk);
+		if (m.body == HTTP1_BODY_CHUNKED && rq->rq_client_minor == 0)
+			rq->rq_rbody.bd_dechunk = 1;
+		if (m.body == HTTP1_BODY_EOF || (m.flags & HTTP1_F_CLOSE) ||
+		    m.minor == 0)
+			rq->rq_up_close = 1;
+		/* Close-delimited bodies end the client connection too. */
+		if (m.body == HTTP1_BODY_EOF || rq->rq_rbody.bd_dechunk)
+			rq->rq_close = 1;
+		/* A response before the whole request: cannot resync. */
+		if (!rq->rq_body.bd_done)
+			rq->rq_close = 1;
+		if (m.body == HTTP1_BODY_NONE ||
+		    (m.body == HTTP1_BODY_LENGTH && m.content_length == 0))
+			rq->rq_rbody.bd_done = 1;
+		build_client_head(c, &m);
+		evbuffer_drain(in, end);
+		rq->rq_head_sent = 1;
+		conn_up_timeouts(c, 0);
+		return;
+	}
+}
+
+static void
+conn_resp_body(struct conn *c)
+{
+	struct request *rq = c->cn_req;
+	struct bufferevent *ub = upconn_bev(rq->rq_up);
+
+	if (body_relay(&rq->rq_rbody, bufferevent_get_input(ub),
+		bufferevent_get_output(c->cn_bev), &rq->rq_bytes_out) == -1) {
+		rq->rq_reason = REASON_UPSTREAM_BAD_RESPONSE;
+		conn_close(c, "bad response body");
+		return;
+	}
+	if (rq->rq_rbody.bd_done) {
+		if (rq->rq_body.bd_done || rq->rq_close)
+			conn_finish(c);
+		return;
+	}
+	backpressure(ub, c->cn_bev);
+}
+
+static void
+conn_up_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+	struct request *rq = c->cn_req;
+
+	(void)bev;
+	if (c->cn_state != CONN_S_EXCHANGE || rq == NULL)
+		return;
+	if (!rq->rq_head_sent) {
+		conn_resp_head(c);
+		if (c->cn_state != CONN_S_EXCHANGE || !rq->rq_head_sent)
+			return;
+	}
+	if (!rq->rq_rbody.bd_done)
+		conn_resp_body(c);
+	else if (rq->rq_body.bd_done || rq->rq_close)
+		conn_finish(c);
+}
+
+static void
+conn_up_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+
+	(void)bev;
+	/* The upstream drained what the client sent: read more. */
+	if (c->cn_state == CONN_S_EXCHANGE && c->cn_req != NULL &&
+	    !c->cn_req->rq_body.bd_done)
+		bufferevent_enable(c->cn_bev, EV_READ);
+}
+
+static void
+conn_up_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct conn *c = arg;
+	struct request *rq = c->cn_req;
+
+	if (rq == NULL || c->cn_state != CONN_S_EXCHANGE)
+		return;
+	if (what & BEV_EVENT_TIMEOUT) {
+		conn_up_bad(c, REASON_UPSTREAM_TIMEOUT, "upstream timeout");
+		return;
+	}
+	if (what & BEV_EVENT_EOF) {
+		/* Bytes still buffered are part of the response. */
+		conn_up_read_cb(bev, c);
+		if (c->cn_state != CONN_S_EXCHANGE || c->cn_req != rq)
+			return;
+		if (rq->rq_head_sent &&
+		    rq->rq_rbody.bd_kind == HTTP1_BODY_EOF) {
+			rq->rq_rbody.bd_done = 1;
+			rq->rq_up_close = 1;
+			conn_finish(c);
+			return;
+		}
+	}
+	conn_up_bad(c,
+	    rq->rq_head_sent ||
+		    evbuffer_get_length(bufferevent_get_input(bev)) > 0 ?
+		REASON_UPSTREAM_BAD_RESPONSE :
+		REASON_UPSTREAM_UNREACHABLE,
+	    "upstream closed");
+}
+
+/* Both bodies are done: log, give the upstream back, and go idle. */
+static void
+conn_finish(struct conn *c)
+{
+	struct request *rq = c->cn_req;
+	struct upconn *uc = rq->rq_up;
+	int reusable, keep;
+
+	reusable =
+	    !rq->rq_up_close && rq->rq_body.bd_done && rq->rq_rbody.bd_done;
+	keep = !rq->rq_close && !draining && !c->cn_draining;
+	request_log(c);
+	if (uc != NULL) {
+		bufferevent_setcb(upconn_bev(uc), NULL, NULL, NULL, NULL);
+		rq->rq_up = NULL;
+		upconn_release(uc, reusable);
+	}
+	request_free(c);
+	if (!keep) {
+		conn_set_state(c, CONN_S_FLUSH);
+		bufferevent_disable(c->cn_bev, EV_READ);
+		if (evbuffer_get_length(bufferevent_get_output(c->cn_bev)) == 0)
+			conn_close(c, "done");
+		return;
+	}
+	conn_set_state(c, CONN_S_IDLE);
+	bufferevent_setwatermark(c->cn_bev, EV_READ, 0, 0);
+	bufferevent_enable(c->cn_bev, EV_READ);
+	/*
+	 * A pipelined request may already be buffered. Read it from the loop:
+	 * handling it here would nest one request inside another's callback.
+	 */
+	if (evbuffer_get_length(bufferevent_get_input(c->cn_bev)) > 0)
+		bufferevent_trigger(c->cn_bev, EV_READ,
+		    BEV_TRIG_DEFER_CALLBACKS);
+}
+
+/*
+ * CONNECT tunnels.
+ */
+static void
+tunnel_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+	struct request *rq = c->cn_req;
+	struct bufferevent *ub = upconn_bev(rq->rq_up);
+	struct bufferevent *dst = bev == c->cn_bev ? ub : c->cn_bev;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t n = evbuffer_get_length(in);
+
+	if (bev == c->cn_bev)
+		rq->rq_bytes_in += n;
+	else
+		rq->rq_bytes_out += n;
+	if (n > 0)
+		event_base_gettimeofday_cached(conn_base, &rq->rq_active);
+	evbuffer_add_buffer(bufferevent_get_output(dst), in);
+	backpressure(bev, dst);
+}
+
+static void
+tunnel_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+	struct request *rq = c->cn_req;
+	struct bufferevent *ub = upconn_bev(rq->rq_up);
+	struct bufferevent *src = bev == c->cn_bev ? ub : c->cn_bev;
+	int side = bev == c->cn_bev ? 1 : 0; /* the side that feeds bev */
+
+	if (evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
+		if (!rq->rq_eof[side])
+			bufferevent_enable(src, EV_READ);
+		return;
+	}
+	/* The other side ended and all its bytes are out: pass the EOF on. */
+	if (rq->rq_eof[side])
+		(void)shutdown(bufferevent_getfd(bev), SHUT_WR);
+	if (rq->rq_eof[0] && rq->rq_eof[1] &&
+	    evbuffer_get_length(bufferevent_get_output(c->cn_bev)) == 0 &&
+	    evbuffer_get_length(bufferevent_get_output(ub)) == 0)
+		conn_close(c, "tunnel done");
+	else if (!rq->rq_eof[side])
+		bufferevent_enable(src, EV_READ);
+}
+
+static void
+tunnel_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct conn *c = arg;
+	struct request *rq = c->cn_req;
+	struct bufferevent *ub = upconn_bev(rq->rq_up);
+	struct bufferevent *dst = bev == c->cn_bev ? ub : c->cn_bev;
+	int side = bev == c->cn_bev ? 0 : 1;
+
+	if (what & BEV_EVENT_EOF) {
+		tunnel_read_cb(bev, c);
+		rq->rq_eof[side] = 1;
+		bufferevent_disable(bev, EV_READ);
+		/* Flush to the other side, then shut its write half. */
+		bufferevent_enable(dst, EV_WRITE);
+		tunnel_write_cb(dst, c);
+		return;
+	}
+	if (what & BEV_EVENT_TIMEOUT) {
+		/*
+		 * One side's read timeout: the tunnel is idle only if the
+		 * other direction was quiet too (a download sends nothing up).
+		 */
+		double quiet = elapsed_s(&rq->rq_active) * 1000.0;
+
+		if (!(what & BEV_EVENT_WRITING) && !rq->rq_eof[side] &&
+		    quiet < (double)rq->rq_cf->cf_limits.idle_timeout_ms) {
+			bufferevent_enable(bev, EV_READ);
+			return;
+		}
+		conn_close(c, "tunnel idle timeout");
+		return;
+	}
+	conn_close(c, "tunnel error");
+}
+
+static void
+conn_tunnel_ready_cb(struct upconn *uc, enum reason r, void *arg)
+{
+	struct conn *c = arg;
+	struct request *rq = c->cn_req;
+	struct bufferevent *ub;
+	struct evbuffer *out = bufferevent_get_output(c->cn_bev);
+	const struct limits *l = &rq->rq_cf->cf_limits;
+	struct timeval tv;
+
+	rq->rq_up = uc;
+	/* A revocation that arrived while connecting still counts. */
+	if (r == REASON_OK && rq->rq_jti[0] != '\0' &&
+	    revocations_has(daemon_revocations(), rq->rq_cf, rq->rq_jti))
+		r = REASON_TOKEN_REVOKED;
+	if (r != REASON_OK) {
+		conn_deny(c, r, 0);
+		return;
+	}
+	ub = upconn_bev(uc);
+	upconn_addr(uc, rq->rq_upaddr, sizeof(rq->rq_upaddr));
+	rq->rq_status = 200;
+	event_base_gettimeofday_cached(conn_base, &rq->rq_active);
+	evbuffer_add(out, "HTTP/1.1 200 Connection established\r\n\r\n", 39);
+	conn_set_state(c, CONN_S_TUNNEL);
+	tv.tv_sec = (time_t)(l->idle_timeout_ms / 1000);
+	tv.tv_usec = (suseconds_t)(l->idle_timeout_ms % 1000) * 1000;
+	bufferevent_setcb(c->cn_bev, tunnel_read_cb, tunnel_write_cb,
+	    tunnel_event_cb, c);
+	bufferevent_setcb(ub, tunnel_read_cb, tunnel_write_cb, tunnel_event_cb,
+	    c);
+	bufferevent_setwatermark(c->cn_bev, EV_READ, 0, 0);
+	bufferevent_setwatermark(c->cn_bev, EV_WRITE, CONN_LOW_WATER, 0);
+	bufferevent_setwatermark(ub, EV_WRITE, CONN_LOW_WATER, 0);
+	bufferevent_set_timeouts(c->cn_bev, &tv, NULL);
+	bufferevent_set_timeouts(ub, &tv, NULL);
+	bufferevent_enable(ub, EV_READ | EV_WRITE);
+	bufferevent_enable(c->cn_bev, EV_READ | EV_WRITE);
+	/* Bytes the client sent after the CONNECT head (a ClientHello). */
+	if (evbuffer_get_length(bufferevent_get_input(c->cn_bev)) > 0)
+		tunnel_read_cb(c->cn_bev, c);
+}
+
+static void
+conn_start_tunnel(struct conn *c)
+{
+	struct request *rq = c->cn_req;
+	struct upconn *uc;
+
+	if (upstream_get(rq->rq_cf, rq->rq_route, 1, conn_tunnel_ready_cb, c,
+		&uc) == -1) {
+		conn_deny(c, REASON_UPSTREAM_UNREACHABLE, 0);
+		return;
+	}
+	rq->rq_up = uc;
+	conn_set_state(c, CONN_S_TUNNEL_WAIT);
+	bufferevent_setwatermark(c->cn_bev, EV_READ, 0, CONN_HIGH_WATER);
+}
+
+/*
+ * Client callbacks.
+ */
+static void
+conn_client_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+
+	(void)bev;
+	switch (c->cn_state) {
+	case CONN_S_IDLE:
+	case CONN_S_HEAD:
+		conn_step_head(c);
+		break;
+	case CONN_S_EXCHANGE:
+		conn_req_body(c);
+		break;
+	case CONN_S_FLUSH:
+		evbuffer_drain(bufferevent_get_input(c->cn_bev),
+		    evbuffer_get_length(bufferevent_get_input(c->cn_bev)));
+		break;
+	default:
+		/* UPSTREAM, TUNNEL_WAIT: bytes wait, bounded by watermark. */
+		break;
+	}
+}
+
+static void
+conn_client_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+	struct request *rq = c->cn_req;
+
+	(void)bev;
+	if (c->cn_state == CONN_S_FLUSH) {
+		if (evbuffer_get_length(bufferevent_get_output(c->cn_bev)) == 0)
+			conn_close(c, "flushed");
+		return;
+	}
+	/* The client drained the response: read more from upstream. */
+	if (c->cn_state == CONN_S_EXCHANGE && rq != NULL && rq->rq_up != NULL &&
+	    !rq->rq_rbody.bd_done)
+		bufferevent_enable(upconn_bev(rq->rq_up), EV_READ);
+}
+
+static void
+conn_client_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	(void)bev;
+	if ((what & BEV_EVENT_EOF) && c->cn_state == CONN_S_EXCHANGE &&
+	    c->cn_req != NULL && !c->cn_req->rq_body.bd_done) {
+		/* The client stopped mid-body: the request is incomplete. */
+		c->cn_req->rq_reason = REASON_BAD_REQUEST;
+	}
+	if ((what & BEV_EVENT_TIMEOUT) && c->cn_state == CONN_S_IDLE) {
+		conn_close(c, "idle timeout");
+		return;
+	}
+	conn_close(c, what & BEV_EVENT_EOF ? "client closed" : "client error");
+}
+
+int
+conn_accept(struct event_base *base, int fd, size_t listener_idx,
+    const struct sockaddr *peer, socklen_t peerlen)
+{
+	struct config *cf = daemon_config();
+	const struct limits *l = &cf->cf_limits;
+	struct conn *c;
+	struct timeval idle;
+	int one = 1;
+
+	conn_base = base;
+	if ((c = calloc(1, sizeof(*c))) == NULL)
+		return -1;
+	c->cn_listener = listener_idx;
+	if (peerlen <= sizeof(c->cn_peer))
+		memcpy(&c->cn_peer, peer, peerlen);
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	c->cn_bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
+	c->cn_timer = evtimer_new(base, conn_header_timeout_cb, c);
+	if (c->cn_bev == NULL || c->cn_timer == NULL) {
+		if (c->cn_bev != NULL)
+			bufferevent_free(c->cn_bev);
+		else
+			close(fd);
+		if (c->cn_timer != NULL)
+			event_free(c->cn_timer);
+		free(c);
+		return -1;
+	}
+	bufferevent_set_max_single_read(c->cn_bev, CONN_IO_MAX);
+	bufferevent_set_max_single_write(c->cn_bev, CONN_IO_MAX);
+	bufferevent_setcb(c->cn_bev, conn_client_read_cb, conn_client_write_cb,
+	    conn_client_event_cb, c);
+	bufferevent_setwatermark(c->cn_bev, EV_WRITE, CONN_LOW_WATER, 0);
+	idle.tv_sec = (time_t)(l->idle_timeout_ms / 1000);
+	idle.tv_usec = (suseconds_t)(l->idle_timeout_ms % 1000) * 1000;
+	bufferevent_set_timeouts(c->cn_bev, &idle, &idle);
+	TAILQ_INSERT_TAIL(&conns, c, cn_entry);
+	nconns++;
+	metrics_conn_active(1);
+	/* The header timeout runs from accept (slowloris), not first byte. */
+	{
+		struct timeval tv;
+
+		tv.tv_sec = (time_t)(l->header_timeout_ms / 1000);
+		tv.tv_usec = (suseconds_t)(l->header_timeout_ms % 1000) * 1000;
+		evtimer_add(c->cn_timer, &tv);
+	}
+	bufferevent_enable(c->cn_bev, EV_READ | EV_WRITE);
+	return 0;
+}
+
+void
+conn_refuse(int fd, size_t listener_idx, const struct sockaddr *peer)
+{
+	struct config *cf = daemon_config();
+	const struct listener_conf *lc = listener_idx < cf->cf_nlisteners ?
+	    &cf->cf_listeners[listener_idx] :
+	    NULL;
+	struct evbuffer *b = evbuffer_new();
+	struct audit *a = daemon_audit();
+	char client[64] = "-";
+	struct conn tmp;
+
+	memset(&tmp, 0, sizeof(tmp));
+	if (peer->sa_family == AF_INET)
+		memcpy(&tmp.cn_peer, peer, sizeof(struct sockaddr_in));
+	else if (peer->sa_family == AF_INET6)
+		memcpy(&tmp.cn_peer, peer, sizeof(struct sockaddr_in6));
+	peer_str(&tmp, client, sizeof(client));
+	if (b != NULL) {
+		write_denial(b, REASON_TOO_MANY_CONNECTIONS, 0, 1);
+		/* Best effort: a fresh socket's send buffer takes it whole. */
+		(void)evbuffer_write(b, fd);
+		evbuffer_free(b);
+	}
+	close(fd);
+	metrics_request(NULL, 0, REASON_TOO_MANY_CONNECTIONS, 0, 0, 0);
+	if (a != NULL) {
+		audit_begin(a, "http.request");
+		audit_add_cstr(a, "decision", "deny");
+		audit_add_cstr(a, "reason",
+		    reason_name(REASON_TOO_MANY_CONNECTIONS));
+		audit_add_cstr(a, "listener", lc != NULL ? lc->lc_name : "");
+		audit_add_cstr(a, "client", client);
+		audit_add_int(a, "status", 503);
+		(void)audit_commit(a);
+	}
+}
+
+size_t
+conn_count(void)
+{
+	return nconns;
+}
+
+void
+conn_drain(void)
+{
+	struct conn *c, *next;
+
+	draining = 1;
+	for (c = TAILQ_FIRST(&conns); c != NULL; c = next) {
+		next = TAILQ_NEXT(c, cn_entry);
+		c->cn_draining = 1;
+		if (c->cn_state == CONN_S_IDLE)
+			conn_close(c, "draining");
+	}
+}
+
+void
+conn_close_all(void)
+{
+	struct conn *c;
+
+	while ((c = TAILQ_FIRST(&conns)) != NULL)
+		conn_close(c, "shutdown");
+}

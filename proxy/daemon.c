@@ -1,0 +1,661 @@
+/*
+ * The daemon: "sluice run" and "sluice check". Start-up in the order of
+ * DESIGN.md (load and validate, keys, netpolicy, listeners, audit, drop
+ * privileges, ready), each step fail-closed; then signals (reload, drain,
+ * audit reopen) and the shared state other files reach through daemon_*().
+ */
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+
+#include <linux/capability.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+
+#include "netpolicy/netpolicy.h"
+#include "proxy/proxy.h"
+
+#define DAEMON_TOKEN_CACHE 4096 /* verified tokens kept */
+
+static struct event_base *d_base;
+static struct evdns_base *d_dns;
+static struct config *d_cf; /* the current policy */
+static char *d_path;
+static struct audit *d_audit;
+static struct revocations *d_revs;
+static struct budget *d_budget;
+static struct token_cache *d_cache;
+static struct event *d_drain_ev;
+static struct event *d_prune_ev;
+static time_t d_started;
+static int d_draining;
+static uint64_t d_reloads, d_reload_failures;
+
+struct config *
+daemon_config(void)
+{
+	return d_cf;
+}
+
+struct audit *
+daemon_audit(void)
+{
+	return d_audit;
+}
+
+struct revocations *
+daemon_revocations(void)
+{
+	return d_revs;
+}
+
+struct budget *
+daemon_budget(void)
+{
+	return d_budget;
+}
+
+struct token_cache *
+daemon_token_cache(void)
+{
+	return d_cache;
+}
+
+int64_t
+daemon_now(void)
+{
+	struct timeval tv;
+
+	if (d_base == NULL || event_base_gettimeofday_cached(d_base, &tv) == -1)
+		return (int64_t)time(NULL);
+	return (int64_t)tv.tv_sec;
+}
+
+void
+daemon_status(struct evbuffer *out)
+{
+	char hex[65];
+	size_t i;
+	uint64_t hits = 0, misses = 0;
+
+	for (i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", d_cf->cf_sha256[i]);
+	if (d_cache != NULL)
+		token_cache_stats(d_cache, &hits, &misses);
+	evbuffer_add_printf(out,
+	    "version %s\n"
+	    "uptime_s %lld\n"
+	    "policy_sha256 %s\n"
+	    "policy_generation %llu\n"
+	    "listeners %zu\n"
+	    "routes %zu\n"
+	    "connections %zu\n"
+	    "draining %d\n"
+	    "audit_failed %d\n"
+	    "reloads %llu\n"
+	    "reload_failures %llu\n"
+	    "token_cache_hits %llu\n"
+	    "token_cache_misses %llu\n",
+	    SLUICE_VERSION, (long long)(time(NULL) - d_started), hex,
+	    (unsigned long long)d_cf->cf_gen, d_cf->cf_nlisteners,
+	    d_cf->cf_nroutes, conn_count(), d_draining,
+	    d_audit != NULL && audit_failed(d_audit),
+	    (unsigned long long)d_reloads,
+	    (unsigned long long)d_reload_failures, (unsigned long long)hits,
+	    (unsigned long long)misses);
+}
+
+static int
+usage_error(const char *cmd, const char *msg)
+{
+	fprintf(stderr, "sluice %s: %s\n", cmd, msg);
+	return SL_EXIT_USAGE;
+}
+
+int
+cmd_check(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' }, { NULL, 0, NULL, 0 }
+	};
+	const char *path = NULL;
+	struct config *cf;
+	char why[1024];
+	int ch;
+
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "c:", opts, NULL)) != -1) {
+		if (ch != 'c')
+			return usage_error("check",
+			    "usage: sluice check -c POLICY.json");
+		path = optarg;
+	}
+	if (path == NULL || optind != argc)
+		return usage_error("check",
+		    "usage: sluice check -c POLICY.json");
+	if ((cf = config_load(path, NULL, why, sizeof(why))) == NULL) {
+		fprintf(stderr, "%s\n", why);
+		return SL_EXIT_INVALID;
+	}
+	config_print(cf, stdout);
+	config_unref(cf);
+	return SL_EXIT_OK;
+}
+
+/*
+ * Privileges.
+ */
+
+/*
+ * Become cf_user. With kernel rules to maintain (dynamic sets, verify,
+ * NFLOG) CAP_NET_ADMIN is kept and every other capability is gone, also
+ * from the bounding set; no_new_privs and non-dumpable always.
+ */
+static int
+drop_privileges(const struct config *cf, int keep_netadmin, char *why,
+    size_t whylen)
+{
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3,
+		0 };
+	struct __user_cap_data_struct data[2];
+	unsigned long cap;
+	gid_t gid = cf->cf_gid;
+
+	if (cf->cf_user == NULL || geteuid() != 0)
+		goto harden;
+	for (cap = 0; cap <= 63; cap++)
+		if (!(keep_netadmin && cap == CAP_NET_ADMIN) &&
+		    prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == -1 &&
+		    errno != EINVAL) {
+			snprintf(why, whylen, "PR_CAPBSET_DROP: %s",
+			    strerror(errno));
+			return -1;
+		}
+	if (keep_netadmin && prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) == -1) {
+		snprintf(why, whylen, "PR_SET_KEEPCAPS: %s", strerror(errno));
+		return -1;
+	}
+	if (setgroups(1, &gid) == -1 ||
+	    setresgid(cf->cf_gid, cf->cf_gid, cf->cf_gid) == -1 ||
+	    setresuid(cf->cf_uid, cf->cf_uid, cf->cf_uid) == -1) {
+		snprintf(why, whylen, "cannot become user %s: %s", cf->cf_user,
+		    strerror(errno));
+		return -1;
+	}
+	memset(data, 0, sizeof(data));
+	if (keep_netadmin) {
+		data[0].permitted = data[0].effective = 1u
+		    << (CAP_NET_ADMIN & 31);
+	}
+	if (syscall(SYS_capset, &hdr, data) == -1) {
+		snprintf(why, whylen, "capset: %s", strerror(errno));
+		return -1;
+	}
+	(void)prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0);
+	if (setuid(0) != -1) {
+		snprintf(why, whylen, "could regain root after dropping it");
+		return -1;
+	}
+harden:
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1 ||
+	    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == -1) {
+		snprintf(why, whylen, "prctl: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* state_dir holds budgets and revocations: private to sluice's user. */
+static int
+prepare_state_dir(const struct config *cf, char *why, size_t whylen)
+{
+	struct stat st;
+
+	if (mkdir(cf->cf_state_dir, 0700) == -1 && errno != EEXIST) {
+		snprintf(why, whylen, "state_dir: %s: %s", cf->cf_state_dir,
+		    strerror(errno));
+		return -1;
+	}
+	if (stat(cf->cf_state_dir, &st) == -1 || !S_ISDIR(st.st_mode)) {
+		snprintf(why, whylen, "state_dir: %s: not a directory",
+		    cf->cf_state_dir);
+		return -1;
+	}
+	if (cf->cf_user != NULL && geteuid() == 0 &&
+	    chown(cf->cf_state_dir, cf->cf_uid, cf->cf_gid) == -1) {
+		snprintf(why, whylen, "state_dir: %s: chown: %s",
+		    cf->cf_state_dir, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Point the resolver at cf's servers. IMPORTANT: call this only after the
+ * privilege drop: evdns opens its sockets here, and the kernel rules let
+ * only sluice's own uid reach the resolvers.
+ */
+static int
+dns_setup(const struct config *cf, char *why, size_t whylen)
+{
+	size_t i;
+
+	evdns_base_clear_nameservers_and_suspend(d_dns);
+	/* netpolicy.resolvers are the only servers the kernel lets us use. */
+	for (i = 0; i < cf->cf_np.np_nresolvers; i++)
+		if (evdns_base_nameserver_ip_add(d_dns,
+			cf->cf_np.np_resolvers[i]) != 0) {
+			snprintf(why, whylen, "netpolicy.resolvers[%zu]: %s", i,
+			    "cannot use this DNS server");
+			return -1;
+		}
+	if (cf->cf_np.np_nresolvers == 0 &&
+	    evdns_base_resolv_conf_parse(d_dns, DNS_OPTION_NAMESERVERS,
+		"/etc/resolv.conf") != 0)
+		log_warnx("/etc/resolv.conf: no usable name server");
+	/* Fail within a few seconds, not the default ten. */
+	(void)evdns_base_set_option(d_dns, "timeout:", "2");
+	(void)evdns_base_set_option(d_dns, "attempts:", "2");
+	(void)evdns_base_set_option(d_dns, "randomize-case:", "0");
+	evdns_base_resume(d_dns);
+	return 0;
+}
+
+/*
+ * Reload and drain.
+ */
+static int
+reload_compatible(const struct config *o, const struct config *n, char *why,
+    size_t whylen)
+{
+#define SAME_STR(a, b)                                                         \
+	(((a) == NULL && (b) == NULL) ||                                       \
+	    ((a) != NULL && (b) != NULL && strcmp((a), (b)) == 0))
+	if (!listener_same(n))
+		snprintf(why, whylen,
+		    "%s: listeners: addresses cannot change on reload (restart)",
+		    n->cf_path);
+	else if (!SAME_STR(o->cf_user, n->cf_user))
+		snprintf(why, whylen, "%s: user: cannot change on reload",
+		    n->cf_path);
+	else if (!SAME_STR(o->cf_state_dir, n->cf_state_dir))
+		snprintf(why, whylen, "%s: state_dir: cannot change on reload",
+		    n->cf_path);
+	else if (!SAME_STR(o->cf_admin_socket, n->cf_admin_socket))
+		snprintf(why, whylen,
+		    "%s: admin.socket: cannot change on reload", n->cf_path);
+	else if (!SAME_STR(o->cf_metrics_listen, n->cf_metrics_listen))
+		snprintf(why, whylen,
+		    "%s: metrics.listen: cannot change on reload", n->cf_path);
+	else if (o->cf_np.np_mode != n->cf_np.np_mode)
+		snprintf(why, whylen,
+		    "%s: netpolicy.mode: cannot change on reload", n->cf_path);
+	else
+		return 0;
+#undef SAME_STR
+	return -1;
+}
+
+static void
+daemon_reload(void)
+{
+	struct config *n;
+	char why[1024];
+
+	if (d_draining)
+		return;
+	n = config_load(d_path, d_cf, why, sizeof(why));
+	if (n != NULL && reload_compatible(d_cf, n, why, sizeof(why)) == -1) {
+		config_unref(n);
+		n = NULL;
+	}
+	if (n != NULL &&
+	    (upstream_attach(n) == -1 ||
+		audit_configure(d_audit, &n->cf_audit, why, sizeof(why)) ==
+		    -1)) {
+		config_unref(n);
+		n = NULL;
+	}
+	if (n != NULL && netguard_reload(n, why, sizeof(why)) == -1) {
+		config_unref(n);
+		n = NULL;
+	}
+	if (n == NULL) {
+		/* The old policy stays in force. */
+		d_reload_failures++;
+		log_warnx("reload refused: %s", why);
+		audit_policy_event(d_audit, "policy.reload_failed", NULL, why);
+		metrics_reload(0);
+		return;
+	}
+	if (dns_setup(n, why, sizeof(why)) == -1)
+		log_warnx("reload: %s (resolvers unchanged)", why);
+	config_unref(d_cf);
+	d_cf = n;
+	d_reloads++;
+	metrics_configure(d_cf);
+	audit_policy_event(d_audit, "policy.reload", d_cf->cf_sha256, NULL);
+	metrics_reload(1);
+	log_info("policy reloaded (generation %llu)",
+	    (unsigned long long)d_cf->cf_gen);
+}
+
+void
+daemon_request_reload(void)
+{
+	daemon_reload();
+}
+
+static void
+drain_check_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct timeval *deadline = arg, now;
+
+	(void)fd;
+	(void)what;
+	gettimeofday(&now, NULL);
+	if (conn_count() == 0) {
+		event_base_loopexit(d_base, NULL);
+		return;
+	}
+	if (timercmp(&now, deadline, >=)) {
+		log_warnx("drain timeout: closing %zu connections",
+		    conn_count());
+		conn_close_all();
+		event_base_loopexit(d_base, NULL);
+	}
+}
+
+static void
+daemon_drain(void)
+{
+	static struct timeval deadline;
+	struct timeval tick = { 0, 50000 }, d;
+	uint64_t ms = d_cf->cf_limits.drain_timeout_ms;
+
+	if (d_draining)
+		return;
+	d_draining = 1;
+	log_info("draining %zu connections", conn_count());
+	/* New connections are refused, not queued: close the sockets. */
+	listener_close_all();
+	admin_close();
+	conn_drain();
+	gettimeofday(&deadline, NULL);
+	d.tv_sec = (time_t)(ms / 1000);
+	d.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+	timeradd(&deadline, &d, &deadline);
+	d_drain_ev =
+	    event_new(d_base, -1, EV_PERSIST, drain_check_cb, &deadline);
+	if (d_drain_ev == NULL || event_add(d_drain_ev, &tick) == -1)
+		event_base_loopexit(d_base, NULL);
+}
+
+static void
+signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+	(void)what;
+	(void)arg;
+	switch (sig) {
+	case SIGHUP:
+		daemon_reload();
+		break;
+	case SIGUSR1:
+		if (audit_reopen(d_audit) == -1)
+			log_warnx(
+			    "audit: reopen failed; still on the old file");
+		break;
+	default:
+		daemon_drain();
+		break;
+	}
+}
+
+static void
+prune_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	budget_prune(d_budget, daemon_now());
+}
+
+static void
+resolved_cb(const struct route *rt, const struct sockaddr_storage *addrs,
+    size_t n, uint32_t ttl)
+{
+	netguard_upstream_addrs(rt, addrs, n, ttl);
+}
+
+/* Open the ready file now (privileged); its pid is written when ready. */
+static int
+ready_open(const struct config *cf, char *why, size_t whylen)
+{
+	int fd;
+
+	if (cf->cf_ready_file == NULL)
+		return -1;
+	fd = open(cf->cf_ready_file,
+	    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd == -1)
+		snprintf(why, whylen, "ready_file: %s: %s", cf->cf_ready_file,
+		    strerror(errno));
+	return fd;
+}
+
+struct run_opts {
+	const char *path;
+	const char *netns;
+	int no_netpolicy;
+	int verbose;
+};
+
+static int
+run_parse(int argc, char **argv, struct run_opts *o)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "netns", required_argument, NULL, 'n' },
+		{ "no-netpolicy", no_argument, NULL, 'N' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int ch;
+
+	memset(o, 0, sizeof(*o));
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "c:v", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'c':
+			o->path = optarg;
+			break;
+		case 'n':
+			o->netns = optarg;
+			break;
+		case 'N':
+			o->no_netpolicy = 1;
+			break;
+		case 'v':
+			o->verbose = 1;
+			break;
+		default:
+			return -1;
+		}
+	}
+	return o->path == NULL || optind != argc ? -1 : 0;
+}
+
+static void
+write_ready(int fd)
+{
+	char buf[32];
+	int n;
+
+	fprintf(stderr, "sluice: ready\n");
+	fflush(stderr);
+	if (fd == -1)
+		return;
+	n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+	if (write(fd, buf, (size_t)n) != n)
+		log_warn("ready_file");
+	close(fd);
+}
+
+int
+cmd_run(int argc, char **argv)
+{
+	static const int sigs[] = { SIGHUP, SIGTERM, SIGINT, SIGUSR1 };
+	struct event *sigev[SL_NELEM(sigs)];
+	struct run_opts o;
+	char why[1024];
+	int ready_fd, use_np;
+	size_t i;
+	struct timeval hour = { 3600, 0 };
+
+	if (run_parse(argc, argv, &o) == -1)
+		return usage_error("run",
+		    "usage: sluice run -c POLICY.json [--netns NAME] [--no-netpolicy] [-v]");
+	log_init("sluice", o.verbose);
+	signal(SIGPIPE, SIG_IGN);
+	/* A file-size limit fails the audit write instead of killing us. */
+	signal(SIGXFSZ, SIG_IGN);
+	d_started = time(NULL);
+	if ((d_path = realpath(o.path, NULL)) == NULL)
+		d_path = strdup(o.path);
+
+	if (o.netns != NULL &&
+	    np_netns_enter(o.netns, why, sizeof(why)) == -1) {
+		log_warnx("--netns %s: %s", o.netns, why);
+		return SL_EXIT_RUNTIME;
+	}
+	/* 1. Load and validate; key files are read as part of it. */
+	if ((d_cf = config_load(d_path, NULL, why, sizeof(why))) == NULL) {
+		fprintf(stderr, "%s\n", why);
+		return SL_EXIT_INVALID;
+	}
+	if ((d_base = event_base_new()) == NULL ||
+	    (d_dns = evdns_base_new(d_base, 0)) == NULL)
+		fatalx("cannot create the event loop");
+	if (upstream_init(d_base, d_dns, why, sizeof(why)) == -1 ||
+	    upstream_attach(d_cf) == -1)
+		fatalx("%s", why[0] ? why : "upstream setup failed");
+	upstream_on_resolved(resolved_cb);
+	metrics_configure(d_cf);
+
+	/* 2. Kernel rules before any listener exists (fail-closed). */
+	use_np = d_cf->cf_np.np_mode != NETPOLICY_OFF && !o.no_netpolicy;
+	if (netguard_start(d_base, d_cf, use_np, why, sizeof(why)) == -1) {
+		log_warnx("netpolicy: %s", why);
+		return SL_EXIT_RUNTIME;
+	}
+	/* 3. Listeners, state, audit, admin, metrics. */
+	if (listener_open_all(d_base, d_cf, why, sizeof(why)) == -1 ||
+	    prepare_state_dir(d_cf, why, sizeof(why)) == -1) {
+		log_warnx("%s", why);
+		return SL_EXIT_RUNTIME;
+	}
+	if ((d_budget = budget_open(d_cf->cf_state_dir, why, sizeof(why))) ==
+		NULL ||
+	    (d_revs = revocations_open(d_cf->cf_state_dir, why, sizeof(why))) ==
+		NULL ||
+	    (d_cache = token_cache_new(DAEMON_TOKEN_CACHE)) == NULL) {
+		log_warnx("state_dir: %s", why);
+		return SL_EXIT_RUNTIME;
+	}
+	if ((d_audit = audit_open(&d_cf->cf_audit, d_cf->cf_state_dir, d_base,
+		 why, sizeof(why))) == NULL) {
+		log_warnx("audit: %s", why);
+		return SL_EXIT_RUNTIME;
+	}
+	if (d_cf->cf_user != NULL && geteuid() == 0 &&
+	    chown(d_cf->cf_audit.ac_path, d_cf->cf_uid, d_cf->cf_gid) == -1)
+		log_warn("audit: chown %s", d_cf->cf_audit.ac_path);
+	if (d_cf->cf_admin_socket != NULL &&
+	    admin_open(d_base, d_cf->cf_admin_socket,
+		d_cf->cf_user != NULL ? d_cf->cf_uid : geteuid(), why,
+		sizeof(why)) == -1) {
+		log_warnx("admin.socket: %s", why);
+		return SL_EXIT_RUNTIME;
+	}
+	if (d_cf->cf_metrics_listen != NULL &&
+	    metrics_listen(d_base, d_cf->cf_metrics_listen, why, sizeof(why)) ==
+		-1) {
+		log_warnx("metrics.listen: %s", why);
+		return SL_EXIT_RUNTIME;
+	}
+	ready_fd = -1;
+	if (d_cf->cf_ready_file != NULL &&
+	    (ready_fd = ready_open(d_cf, why, sizeof(why))) == -1) {
+		log_warnx("%s", why);
+		return SL_EXIT_RUNTIME;
+	}
+	/* 4. Drop privileges; then the resolver's sockets are ours. */
+	if (drop_privileges(d_cf, use_np, why, sizeof(why)) == -1 ||
+	    dns_setup(d_cf, why, sizeof(why)) == -1) {
+		log_warnx("%s", why);
+		return SL_EXIT_RUNTIME;
+	}
+	for (i = 0; i < SL_NELEM(sigs); i++) {
+		sigev[i] = evsignal_new(d_base, sigs[i], signal_cb, NULL);
+		if (sigev[i] == NULL || evsignal_add(sigev[i], NULL) == -1)
+			fatalx("cannot watch signal %d", sigs[i]);
+	}
+	d_prune_ev = event_new(d_base, -1, EV_PERSIST, prune_cb, NULL);
+	if (d_prune_ev == NULL || event_add(d_prune_ev, &hour) == -1)
+		fatalx("cannot arm the budget prune timer");
+	budget_prune(d_budget, daemon_now());
+
+	audit_begin(d_audit, "daemon.start");
+	audit_add_cstr(d_audit, "version", SLUICE_VERSION);
+	audit_add_int(d_audit, "pid", (int64_t)getpid());
+	(void)audit_commit(d_audit);
+	audit_policy_event(d_audit, "policy.load", d_cf->cf_sha256, NULL);
+
+	/* 5. Ready. */
+	write_ready(ready_fd);
+	event_base_dispatch(d_base);
+
+	audit_begin(d_audit, "daemon.stop");
+	audit_add_int(d_audit, "pid", (int64_t)getpid());
+	(void)audit_commit(d_audit);
+	log_info("stopped");
+	for (i = 0; i < SL_NELEM(sigs); i++)
+		event_free(sigev[i]);
+	if (d_drain_ev != NULL)
+		event_free(d_drain_ev);
+	event_free(d_prune_ev);
+	listener_close_all();
+	conn_close_all();
+	netguard_stop(d_cf);
+	metrics_close();
+	admin_close();
+	audit_close(d_audit);
+	d_audit = NULL;
+	token_cache_free(d_cache);
+	revocations_close(d_revs);
+	budget_close(d_budget);
+	config_unref(d_cf);
+	/*
+	 * Connections are freed from the loop: run it once more, so their
+	 * policies (and upstreams, with any DNS query) go before the resolver.
+	 */
+	event_base_loop(d_base, EVLOOP_NONBLOCK);
+	evdns_base_free(d_dns, 0);
+	event_base_free(d_base);
+	free(d_path);
+	return SL_EXIT_OK;
+}
