@@ -1347,6 +1347,26 @@ load_misc(struct cfctx *cx, const cJSON *root)
 	return 0;
 }
 
+/*
+ * In sidecar mode the kernel lets sluice reach only the listed resolvers:
+ * an upstream named by host name needs at least one.
+ */
+static int
+check_resolvers(struct cfctx *cx)
+{
+	const struct config *cf = cx->cf;
+	size_t i;
+
+	if (cf->cf_np.np_mode != NETPOLICY_SIDECAR || cf->cf_np.np_nresolvers)
+		return 0;
+	for (i = 0; i < cf->cf_nroutes; i++)
+		if (!cf->cf_routes[i].rt_up.uc_host_is_ip)
+			return cf_err(cx, "netpolicy.resolvers",
+			    "required in sidecar mode: routes[%zu] names its upstream by host name (%s)",
+			    i, cf->cf_routes[i].rt_up.uc_host);
+	return 0;
+}
+
 static int
 link_listeners(struct cfctx *cx)
 {
@@ -1445,7 +1465,8 @@ config_load(const char *path, const struct config *prev, char *why,
 	    load_listeners(&cx, root) == -1 || load_limits(&cx, root) == -1 ||
 	    load_audit(&cx, root) == -1 || load_netpolicy(&cx, root) == -1 ||
 	    load_misc(&cx, root) == -1 || load_routes(&cx, root) == -1 ||
-	    link_listeners(&cx) == -1 || load_tokens(&cx, root) == -1) {
+	    link_listeners(&cx) == -1 || check_resolvers(&cx) == -1 ||
+	    load_tokens(&cx, root) == -1) {
 		cJSON_Delete(root);
 		config_unref(cx.cf);
 		return NULL;

@@ -321,14 +321,15 @@ group_teardown(void **state)
 
 /*
  * The minimal policy: only what docs/config.md calls required, plus the
- * user that sidecar mode (the default) needs.
+ * user that sidecar mode (the default) needs. The upstream is an address:
+ * a host name would need netpolicy.resolvers in sidecar mode.
  */
 static const char minimal[] =
     "{'user':'65534',"
     "'listeners':[{'type':'forward','listen':'127.0.0.1:3128'}],"
     "'tokens':{'keys':[{'alg':'HS256','secret_file':'@D/hs.key'}]},"
     "'routes':[{'audience':'model-proxy',"
-    "'upstream':{'url':'https://cp.example.com/internal/model-proxy/'}}]}";
+    "'upstream':{'url':'https://198.18.0.10/internal/model-proxy/'}}]}";
 
 static void
 test_minimal_defaults(void **state)
@@ -395,12 +396,12 @@ test_minimal_defaults(void **state)
 	assert_int_equal(rt->rt_intercept, 0);
 	uc = &rt->rt_up;
 	assert_string_equal(uc->uc_url,
-	    "https://cp.example.com/internal/model-proxy/");
+	    "https://198.18.0.10/internal/model-proxy/");
 	assert_int_equal(uc->uc_https, 1);
-	assert_string_equal(uc->uc_host, "cp.example.com");
-	assert_int_equal(uc->uc_host_is_ip, 0);
+	assert_string_equal(uc->uc_host, "198.18.0.10");
+	assert_int_equal(uc->uc_host_is_ip, 1);
 	assert_int_equal(uc->uc_port, 443);
-	assert_string_equal(uc->uc_authority, "cp.example.com");
+	assert_string_equal(uc->uc_authority, "198.18.0.10");
 	assert_string_equal(uc->uc_path, "/internal/model-proxy");
 	assert_null(uc->uc_ca_file); /* the system store */
 	assert_int_equal(uc->uc_npins, 0);
@@ -1063,6 +1064,12 @@ static const struct err_row err_rows[] = {
 	    "user: ", "root" },
 	{ "sidecar as uid 0", POL(L_FWD, TOK, R_A, "'user':'0'"),
 	    "user: ", "root" },
+	/* Sidecar rules let sluice reach only the listed resolvers. */
+	{ "sidecar, upstream host name, no resolvers",
+	    POL(L_FWD, TOK,
+		"{'audience':'a','upstream':{'url':'https://model.example/'}}",
+		"'user':'65534'"),
+	    "netpolicy.resolvers: ", "model.example" },
 	{ "unknown user", BASE(",'user':'no-such-user-h6'"),
 	    "user: ", "no-such-user-h6" },
 
@@ -1646,7 +1653,8 @@ test_print(void **state)
 	    "{'kid':'e','alg':'EdDSA','public_key_file':'@D/ed.pub'}]},"
 	    "'routes':[{'audience':'model-proxy','hosts':['m.internal'],"
 	    "'upstream':{'url':'https://cp.example.com/x','headers':["
-	    "{'name':'X-Sandbox-Credential','value_file':'@D/hdr.val'}]}}]}";
+	    "{'name':'X-Sandbox-Credential','value_file':'@D/hdr.val'}]}}],"
+	    "'netpolicy':{'resolvers':['198.18.0.53']}}";
 	struct config *cf;
 	char *out, *json, hex[65];
 	unsigned char md[32];
@@ -1725,7 +1733,8 @@ test_print(void **state)
 	expect_str(root, "netpolicy.table", "sluice");
 	expect_bool(root, "netpolicy.allow_loopback", 1);
 	assert_int_equal(cJSON_GetArraySize(jget(root, "netpolicy.resolvers")),
-	    0);
+	    1);
+	expect_str(root, "netpolicy.resolvers.0", "198.18.0.53");
 	expect_num(root, "netpolicy.log_group", 7);
 	expect_str(root, "netpolicy.sandbox_interfaces.0", "sbx-*");
 	expect_bool(root, "netpolicy.flush_on_exit", 0);
