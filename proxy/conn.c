@@ -271,8 +271,11 @@ request_log(struct conn *c)
 	if (!rq->rq_connect)
 		audit_add_cstr(a, "path", rq->rq_path);
 	audit_add_int(a, "status", rq->rq_status);
-	audit_add_uint(a, "bytes_in", rq->rq_bytes_in);
-	audit_add_uint(a, "bytes_out", rq->rq_bytes_out);
+	/* A tunnel that never opened moved no bytes: leave them out. */
+	if (!rq->rq_connect || rq->rq_status == 200) {
+		audit_add_uint(a, "bytes_in", rq->rq_bytes_in);
+		audit_add_uint(a, "bytes_out", rq->rq_bytes_out);
+	}
 	audit_add_int(a, "duration_ms", (int64_t)(secs * 1000.0));
 	if (rq->rq_upaddr[0] != '\0')
 		audit_add_cstr(a, "upstream", rq->rq_upaddr);
@@ -618,7 +621,16 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 		conn_deny_head(c, REASON_BAD_REQUEST, 0, headlen);
 		return;
 	}
-	if (u.host != NULL)
+	if (u.host != NULL && connect) {
+		/* A tunnel's destination is host and port (DESIGN.md). */
+		char hp[300];
+
+		snprintf(hp, sizeof(hp), "%s%.*s%s:%u",
+		    u.host_type == URI_HOST_V6 ? "[" : "",
+		    (int)(u.host_len < 255 ? u.host_len : 255), u.host,
+		    u.host_type == URI_HOST_V6 ? "]" : "", u.port);
+		rq->rq_host = dup_capped(hp, strlen(hp));
+	} else if (u.host != NULL)
 		rq->rq_host = dup_capped(u.host, u.host_len);
 	else if (m->host != NULL)
 		rq->rq_host = dup_capped(m->host, m->host_len);

@@ -25,6 +25,7 @@
 #include <event2/buffer.h>
 #include <event2/dns.h>
 #include <event2/event.h>
+#include <openssl/evp.h>
 
 #include "netpolicy/netpolicy.h"
 #include "proxy/proxy.h"
@@ -310,9 +311,34 @@ reload_compatible(const struct config *o, const struct config *n, char *why,
 	return -1;
 }
 
+/* SHA-256 of a file's bytes, for policy.reload_failed; 0 or -1. */
+static int
+file_sha256(const char *path, unsigned char out[32])
+{
+	unsigned char buf[65536];
+	EVP_MD_CTX *ctx;
+	ssize_t n;
+	int fd, rc = -1;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return -1;
+	if ((ctx = EVP_MD_CTX_new()) != NULL &&
+	    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1) {
+		while ((n = read(fd, buf, sizeof(buf))) > 0)
+			if (EVP_DigestUpdate(ctx, buf, (size_t)n) != 1)
+				break;
+		if (n == 0 && EVP_DigestFinal_ex(ctx, out, NULL) == 1)
+			rc = 0;
+	}
+	EVP_MD_CTX_free(ctx);
+	close(fd);
+	return rc;
+}
+
 static void
 daemon_reload(void)
 {
+	unsigned char sha[32];
 	struct config *n;
 	char why[1024];
 
@@ -338,7 +364,8 @@ daemon_reload(void)
 		/* The old policy stays in force. */
 		d_reload_failures++;
 		log_warnx("reload refused: %s", why);
-		audit_policy_event(d_audit, "policy.reload_failed", NULL, why);
+		audit_policy_event(d_audit, "policy.reload_failed",
+		    file_sha256(d_path, sha) == 0 ? sha : NULL, why);
 		metrics_reload(0);
 		return;
 	}
