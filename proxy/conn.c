@@ -34,6 +34,7 @@
 #define CONN_RESP_HEAD_MAX 65536  /* bytes of an upstream response head */
 #define CONN_MAX_HDRS      1000   /* the parser's field array */
 #define CONN_AUDIT_STR     1024   /* bytes of host/path kept for audit */
+#define CONN_LINGER_MS     2000   /* reading after a last response */
 
 enum conn_state {
 	CONN_S_IDLE = 0,    /* keep-alive: no request yet */
@@ -111,6 +112,7 @@ struct request {
 	char rq_upaddr[56];
 	int rq_eof[2];            /* tunnel: read EOF per side */
 	struct timeval rq_active; /* tunnel: last byte either way */
+	int rq_shut[2];           /* tunnel: write side shut down */
 };
 
 /*
@@ -126,6 +128,7 @@ struct conn {
 	struct request *cn_req;
 	size_t cn_scan; /* request head terminator scan */
 	int cn_draining;
+	int cn_lingering; /* FLUSH: write side shut, discarding input */
 	struct sockaddr_in6 cn_peer; /* big enough for both families */
 };
 
@@ -145,6 +148,7 @@ static void conn_up_read_cb(struct bufferevent *, void *);
 static void conn_up_write_cb(struct bufferevent *, void *);
 static void conn_up_event_cb(struct bufferevent *, short, void *);
 static void conn_finish(struct conn *);
+static void conn_flush_close(struct conn *);
 
 static void
 conn_set_state(struct conn *c, enum conn_state to)
@@ -157,6 +161,39 @@ conn_set_state(struct conn *c, enum conn_state to)
 	log_debug("conn %p: %s -> %s", (void *)c, conn_state_names[c->cn_state],
 	    conn_state_names[to]);
 	c->cn_state = to;
+}
+
+/*
+ * Write what bev's output holds straight to its socket and arm the write
+ * event only for what the kernel did not take. Left to itself a socket
+ * bufferevent arms EPOLLOUT, waits a loop iteration and disarms it around
+ * every response: two epoll_ctl calls and a wake-up per write. plain is 0
+ * for a TLS bufferevent, which writes through OpenSSL and stays armed.
+ * Errors are left for libevent to find and report through the event
+ * callback, on the armed write.
+ */
+static void
+out_flush(struct bufferevent *bev, int plain)
+{
+	struct evbuffer *out = bufferevent_get_output(bev);
+	evutil_socket_t fd = bufferevent_getfd(bev);
+
+	if (!plain) {
+		bufferevent_enable(bev, EV_WRITE);
+		return;
+	}
+	/*
+	 * A socket bufferevent freezes the start of its output (only it
+	 * drains it); thaw it for this write, as its own write callback does.
+	 */
+	evbuffer_unfreeze(out, 1);
+	while (evbuffer_get_length(out) > 0 && evbuffer_write(out, fd) > 0)
+		;
+	evbuffer_freeze(out, 1);
+	if (evbuffer_get_length(out) > 0)
+		bufferevent_enable(bev, EV_WRITE);
+	else
+		bufferevent_disable(bev, EV_WRITE);
 }
 
 static double
@@ -440,6 +477,7 @@ conn_deny(struct conn *c, enum reason r, int keep)
 		/* conn_step_head()'s loop reads the next request, if any. */
 		request_free(c);
 		conn_set_state(c, CONN_S_IDLE);
+		out_flush(c->cn_bev, 1);
 		bufferevent_enable(c->cn_bev, EV_READ);
 		return;
 	}
@@ -447,13 +485,38 @@ conn_deny(struct conn *c, enum reason r, int keep)
 		upconn_cancel(rq->rq_up);
 		rq->rq_up = NULL;
 	}
+	conn_flush_close(c);
+}
+
+static void
+conn_linger_start(struct conn *c)
+{
+	struct timeval tv = { CONN_LINGER_MS / 1000,
+		(CONN_LINGER_MS % 1000) * 1000 };
+
+	/*
+	 * Closing with unread input makes the kernel send a reset, which
+	 * can destroy the response before the client reads it. Shut the
+	 * write side and discard input until EOF or the linger time.
+	 */
+	c->cn_lingering = 1;
+	(void)shutdown(bufferevent_getfd(c->cn_bev), SHUT_WR);
+	evtimer_del(c->cn_timer);
+	evtimer_add(c->cn_timer, &tv);
+}
+
+/* Write the last response, then close gracefully (FLUSH). */
+static void
+conn_flush_close(struct conn *c)
+{
 	evtimer_del(c->cn_timer);
 	conn_set_state(c, CONN_S_FLUSH);
-	bufferevent_disable(c->cn_bev, EV_READ);
-	bufferevent_enable(c->cn_bev, EV_WRITE);
-	/* The write callback closes once the response is out. */
+	bufferevent_setwatermark(c->cn_bev, EV_READ, 0, 0);
+	bufferevent_enable(c->cn_bev, EV_READ);
+	out_flush(c->cn_bev, 1);
+	/* Otherwise the write callback starts lingering once it is out. */
 	if (evbuffer_get_length(bufferevent_get_output(c->cn_bev)) == 0)
-		conn_close(c, "denied");
+		conn_linger_start(c);
 }
 
 /*
@@ -722,6 +785,10 @@ conn_header_timeout_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	if (c->cn_lingering) {
+		conn_close(c, "linger time over");
+		return;
+	}
 	/* A slow head is dropped without an answer (slowloris). */
 	if (c->cn_req != NULL)
 		c->cn_req->rq_reason = REASON_BAD_REQUEST;
@@ -808,12 +875,14 @@ conn_step_head(struct conn *c)
  */
 
 /*
- * Move as much of body b from src to dst as framing allows. Returns 0, or
- * -1 on a framing error (b->bd_chunk.err says which).
+ * Move as much of body b from src to dst as framing allows, but never a
+ * payload byte beyond limit. Returns 0, -1 on a framing error
+ * (b->bd_chunk.err says which) or -2 when the payload would pass limit
+ * (nothing of the offending run is moved).
  */
 static int
 body_relay(struct body *b, struct evbuffer *src, struct evbuffer *dst,
-    uint64_t *counter)
+    uint64_t *counter, uint64_t limit)
 {
 	size_t avail;
 
@@ -853,6 +922,8 @@ body_relay(struct body *b, struct evbuffer *src, struct evbuffer *dst,
 					return -1;
 				break;
 			}
+			if (data > 0 && b->bd_bytes + data > limit)
+				return -2;
 			if (b->bd_dechunk && data == 0)
 				evbuffer_drain(src, (size_t)used);
 			else {
@@ -886,33 +957,30 @@ conn_req_body(struct conn *c)
 	struct request *rq = c->cn_req;
 	struct bufferevent *ub;
 	const struct limits *l = &rq->rq_cf->cf_limits;
+	enum reason r;
+	int rc;
 
 	if (rq->rq_up == NULL || rq->rq_body.bd_done)
 		return;
 	ub = upconn_bev(rq->rq_up);
-	if (body_relay(&rq->rq_body, bufferevent_get_input(c->cn_bev),
-		bufferevent_get_output(ub), &rq->rq_bytes_in) == -1) {
-		rq->rq_reason = REASON_BAD_REQUEST;
+	rc = body_relay(&rq->rq_body, bufferevent_get_input(c->cn_bev),
+	    bufferevent_get_output(ub), &rq->rq_bytes_in, l->max_body_bytes);
+	out_flush(ub, !upconn_tls(rq->rq_up));
+	if (rc < 0) {
+		r = rc == -2 ? REASON_BODY_TOO_LARGE : REASON_BAD_REQUEST;
+		rq->rq_reason = r;
 		if (!rq->rq_head_sent)
-			conn_deny(c, REASON_BAD_REQUEST, 0);
+			conn_deny(c, r, 0);
 		else
 			conn_close(c, "bad request body");
 		return;
 	}
-	if (rq->rq_body.bd_bytes > l->max_body_bytes) {
-		rq->rq_reason = REASON_BODY_TOO_LARGE;
-		if (!rq->rq_head_sent)
-			conn_deny(c, REASON_BODY_TOO_LARGE, 0);
-		else
-			conn_close(c, "request body too large");
-		return;
-	}
 	if (rq->rq_body.bd_done) {
 		/*
-		 * Nothing more is read from the client until the response is
-		 * complete: a pipelined request waits in the kernel.
+		 * Reading goes on (a pipelined request waits in the input,
+		 * bounded by the read watermark) so that a client that goes
+		 * away is noticed; the next head is parsed after the response.
 		 */
-		bufferevent_disable(c->cn_bev, EV_READ);
 		if (rq->rq_rbody.bd_done && rq->rq_head_sent)
 			conn_finish(c);
 		return;
@@ -954,7 +1022,8 @@ conn_attach_upstream(struct conn *c)
 		rq->rq_pending = NULL;
 	}
 	conn_up_timeouts(c, 1);
-	bufferevent_enable(ub, EV_READ | EV_WRITE);
+	bufferevent_enable(ub, EV_READ);
+	out_flush(ub, !upconn_tls(rq->rq_up));
 	conn_set_state(c, CONN_S_EXCHANGE);
 }
 
@@ -982,6 +1051,8 @@ conn_start_upstream(struct conn *c, const struct http1_msg *m,
 	struct upconn *uc;
 	int rc;
 
+	/* Client bytes wait in the input while needed: bound them. */
+	bufferevent_setwatermark(c->cn_bev, EV_READ, 0, CONN_HIGH_WATER);
 	rc = upstream_get(rq->rq_cf, rq->rq_route, 0, conn_upstream_ready_cb, c,
 	    &uc);
 	if (rc == -1) {
@@ -1002,8 +1073,6 @@ conn_start_upstream(struct conn *c, const struct http1_msg *m,
 	}
 	build_upstream_head(rq->rq_pending, m, u, rq->rq_route);
 	conn_set_state(c, CONN_S_UPSTREAM);
-	/* Body bytes wait in the client's input, bounded by the watermark. */
-	bufferevent_setwatermark(c->cn_bev, EV_READ, 0, CONN_HIGH_WATER);
 }
 
 /* Write the client's response head from the upstream's (filtered). */
@@ -1129,9 +1198,12 @@ conn_resp_body(struct conn *c)
 {
 	struct request *rq = c->cn_req;
 	struct bufferevent *ub = upconn_bev(rq->rq_up);
+	int rc;
 
-	if (body_relay(&rq->rq_rbody, bufferevent_get_input(ub),
-		bufferevent_get_output(c->cn_bev), &rq->rq_bytes_out) == -1) {
+	rc = body_relay(&rq->rq_rbody, bufferevent_get_input(ub),
+	    bufferevent_get_output(c->cn_bev), &rq->rq_bytes_out, UINT64_MAX);
+	out_flush(c->cn_bev, 1);
+	if (rc < 0) {
 		rq->rq_reason = REASON_UPSTREAM_BAD_RESPONSE;
 		conn_close(c, "bad response body");
 		return;
@@ -1155,13 +1227,20 @@ conn_up_read_cb(struct bufferevent *bev, void *arg)
 		return;
 	if (!rq->rq_head_sent) {
 		conn_resp_head(c);
-		if (c->cn_state != CONN_S_EXCHANGE || !rq->rq_head_sent)
+		if (c->cn_state != CONN_S_EXCHANGE)
 			return;
+		if (!rq->rq_head_sent) {
+			out_flush(c->cn_bev, 1); /* interim 1xx heads */
+			return;
+		}
 	}
 	if (!rq->rq_rbody.bd_done)
 		conn_resp_body(c);
-	else if (rq->rq_body.bd_done || rq->rq_close)
-		conn_finish(c);
+	else {
+		out_flush(c->cn_bev, 1);
+		if (rq->rq_body.bd_done || rq->rq_close)
+			conn_finish(c);
+	}
 }
 
 static void
@@ -1169,10 +1248,14 @@ conn_up_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
 
-	(void)bev;
+	if (c->cn_state != CONN_S_EXCHANGE || c->cn_req == NULL ||
+	    c->cn_req->rq_up == NULL)
+		return;
+	if (!upconn_tls(c->cn_req->rq_up) &&
+	    evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		bufferevent_disable(bev, EV_WRITE);
 	/* The upstream drained what the client sent: read more. */
-	if (c->cn_state == CONN_S_EXCHANGE && c->cn_req != NULL &&
-	    !c->cn_req->rq_body.bd_done)
+	if (!c->cn_req->rq_body.bd_done)
 		bufferevent_enable(c->cn_bev, EV_READ);
 }
 
@@ -1228,10 +1311,7 @@ conn_finish(struct conn *c)
 	}
 	request_free(c);
 	if (!keep) {
-		conn_set_state(c, CONN_S_FLUSH);
-		bufferevent_disable(c->cn_bev, EV_READ);
-		if (evbuffer_get_length(bufferevent_get_output(c->cn_bev)) == 0)
-			conn_close(c, "done");
+		conn_flush_close(c);
 		return;
 	}
 	conn_set_state(c, CONN_S_IDLE);
@@ -1266,7 +1346,34 @@ tunnel_read_cb(struct bufferevent *bev, void *arg)
 	if (n > 0)
 		event_base_gettimeofday_cached(conn_base, &rq->rq_active);
 	evbuffer_add_buffer(bufferevent_get_output(dst), in);
+	out_flush(dst, 1);
 	backpressure(bev, dst);
+}
+
+/*
+ * Pass EOFs on once everything before them is out, and close the tunnel
+ * when both directions are done. rq_eof[0] is the client's read EOF,
+ * rq_eof[1] the upstream's.
+ */
+static void
+tunnel_check(struct conn *c)
+{
+	struct request *rq = c->cn_req;
+	struct bufferevent *ub = upconn_bev(rq->rq_up);
+	size_t to_up = evbuffer_get_length(bufferevent_get_output(ub));
+	size_t to_client =
+	    evbuffer_get_length(bufferevent_get_output(c->cn_bev));
+
+	if (rq->rq_eof[0] && to_up == 0 && !rq->rq_shut[1]) {
+		rq->rq_shut[1] = 1;
+		(void)shutdown(bufferevent_getfd(ub), SHUT_WR);
+	}
+	if (rq->rq_eof[1] && to_client == 0 && !rq->rq_shut[0]) {
+		rq->rq_shut[0] = 1;
+		(void)shutdown(bufferevent_getfd(c->cn_bev), SHUT_WR);
+	}
+	if (rq->rq_shut[0] && rq->rq_shut[1])
+		conn_close(c, "tunnel done");
 }
 
 static void
@@ -1278,20 +1385,13 @@ tunnel_write_cb(struct bufferevent *bev, void *arg)
 	struct bufferevent *src = bev == c->cn_bev ? ub : c->cn_bev;
 	int side = bev == c->cn_bev ? 1 : 0; /* the side that feeds bev */
 
-	if (evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
-		if (!rq->rq_eof[side])
-			bufferevent_enable(src, EV_READ);
-		return;
-	}
-	/* The other side ended and all its bytes are out: pass the EOF on. */
-	if (rq->rq_eof[side])
-		(void)shutdown(bufferevent_getfd(bev), SHUT_WR);
-	if (rq->rq_eof[0] && rq->rq_eof[1] &&
-	    evbuffer_get_length(bufferevent_get_output(c->cn_bev)) == 0 &&
-	    evbuffer_get_length(bufferevent_get_output(ub)) == 0)
-		conn_close(c, "tunnel done");
-	else if (!rq->rq_eof[side])
+	/* Drained below the low mark: the source may send again. */
+	if (!rq->rq_eof[side])
 		bufferevent_enable(src, EV_READ);
+	if (evbuffer_get_length(bufferevent_get_output(bev)) > 0)
+		return;
+	bufferevent_disable(bev, EV_WRITE);
+	tunnel_check(c);
 }
 
 static void
@@ -1299,17 +1399,13 @@ tunnel_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct conn *c = arg;
 	struct request *rq = c->cn_req;
-	struct bufferevent *ub = upconn_bev(rq->rq_up);
-	struct bufferevent *dst = bev == c->cn_bev ? ub : c->cn_bev;
 	int side = bev == c->cn_bev ? 0 : 1;
 
 	if (what & BEV_EVENT_EOF) {
 		tunnel_read_cb(bev, c);
 		rq->rq_eof[side] = 1;
 		bufferevent_disable(bev, EV_READ);
-		/* Flush to the other side, then shut its write half. */
-		bufferevent_enable(dst, EV_WRITE);
-		tunnel_write_cb(dst, c);
+		tunnel_check(c);
 		return;
 	}
 	if (what & BEV_EVENT_TIMEOUT) {
@@ -1366,8 +1462,10 @@ conn_tunnel_ready_cb(struct upconn *uc, enum reason r, void *arg)
 	bufferevent_setwatermark(ub, EV_WRITE, CONN_LOW_WATER, 0);
 	bufferevent_set_timeouts(c->cn_bev, &tv, NULL);
 	bufferevent_set_timeouts(ub, &tv, NULL);
-	bufferevent_enable(ub, EV_READ | EV_WRITE);
-	bufferevent_enable(c->cn_bev, EV_READ | EV_WRITE);
+	bufferevent_enable(ub, EV_READ);
+	bufferevent_enable(c->cn_bev, EV_READ);
+	out_flush(ub, 1);
+	out_flush(c->cn_bev, 1);
 	/* Bytes the client sent after the CONNECT head (a ClientHello). */
 	if (evbuffer_get_length(bufferevent_get_input(c->cn_bev)) > 0)
 		tunnel_read_cb(c->cn_bev, c);
@@ -1407,6 +1505,7 @@ conn_client_read_cb(struct bufferevent *bev, void *arg)
 		conn_req_body(c);
 		break;
 	case CONN_S_FLUSH:
+		/* What follows a last response is not read, only dropped. */
 		evbuffer_drain(bufferevent_get_input(c->cn_bev),
 		    evbuffer_get_length(bufferevent_get_input(c->cn_bev)));
 		break;
@@ -1421,11 +1520,14 @@ conn_client_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
 	struct request *rq = c->cn_req;
+	int empty = evbuffer_get_length(bufferevent_get_output(bev)) == 0;
 
-	(void)bev;
+	/* Armed only while bytes wait (out_flush). */
+	if (empty)
+		bufferevent_disable(bev, EV_WRITE);
 	if (c->cn_state == CONN_S_FLUSH) {
-		if (evbuffer_get_length(bufferevent_get_output(c->cn_bev)) == 0)
-			conn_close(c, "flushed");
+		if (empty && !c->cn_lingering)
+			conn_linger_start(c);
 		return;
 	}
 	/* The client drained the response: read more from upstream. */
@@ -1438,12 +1540,22 @@ static void
 conn_client_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct conn *c = arg;
+	struct request *rq = c->cn_req;
 
-	(void)bev;
+	if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) &&
+	    c->cn_state == CONN_S_EXCHANGE && rq != NULL &&
+	    rq->rq_body.bd_done) {
+		/*
+		 * The client has nothing more to say while a long response
+		 * streams; the upstream's own timeouts watch the exchange.
+		 */
+		bufferevent_enable(bev, EV_READ);
+		return;
+	}
 	if ((what & BEV_EVENT_EOF) && c->cn_state == CONN_S_EXCHANGE &&
-	    c->cn_req != NULL && !c->cn_req->rq_body.bd_done) {
+	    rq != NULL && !rq->rq_body.bd_done) {
 		/* The client stopped mid-body: the request is incomplete. */
-		c->cn_req->rq_reason = REASON_BAD_REQUEST;
+		rq->rq_reason = REASON_BAD_REQUEST;
 	}
 	if ((what & BEV_EVENT_TIMEOUT) && c->cn_state == CONN_S_IDLE) {
 		conn_close(c, "idle timeout");
@@ -1500,7 +1612,9 @@ conn_accept(struct event_base *base, int fd, size_t listener_idx,
 		tv.tv_usec = (suseconds_t)(l->header_timeout_ms % 1000) * 1000;
 		evtimer_add(c->cn_timer, &tv);
 	}
-	bufferevent_enable(c->cn_bev, EV_READ | EV_WRITE);
+	/* Writing is armed only while a response waits (out_flush). */
+	bufferevent_disable(c->cn_bev, EV_WRITE);
+	bufferevent_enable(c->cn_bev, EV_READ);
 	return 0;
 }
 

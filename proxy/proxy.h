@@ -74,6 +74,8 @@ void upconn_cancel(struct upconn *);
 void upconn_release(struct upconn *, int reusable);
 struct bufferevent *upconn_bev(const struct upconn *);
 int upconn_reused(const struct upconn *);
+/* Non-zero for a TLS connection (its bufferevent writes via OpenSSL). */
+int upconn_tls(const struct upconn *);
 /* "addr:port" of the connected address, for the audit log. */
 int upconn_addr(const struct upconn *, char *buf, size_t len);
 

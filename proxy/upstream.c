@@ -753,6 +753,12 @@ upconn_reused(const struct upconn *uc)
 }
 
 int
+upconn_tls(const struct upconn *uc)
+{
+	return uc->uc_ssl != NULL;
+}
+
+int
 upconn_addr(const struct upconn *uc, char *buf, size_t len)
 {
 	const struct sockaddr_storage *ss = &uc->uc_addr;
