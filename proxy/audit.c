@@ -636,14 +636,17 @@ audit_open_file(const char *path, char *why, size_t whylen)
 	struct stat st;
 	int fd, created = 0;
 
-	fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC);
+	/* O_NOFOLLOW: a link planted in a shared directory is refused. */
+	fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
 	if (fd == -1 && errno == ENOENT) {
-		fd =
-		    open(path, O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC,
-			AUDIT_MODE);
+		fd = open(path,
+		    O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC |
+			O_NOFOLLOW,
+		    AUDIT_MODE);
 		created = fd != -1;
 		if (fd == -1 && errno == EEXIST) /* lost a race: use theirs */
-			fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC);
+			fd = open(path,
+			    O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
 	}
 	if (fd == -1) {
 		snprintf(why, whylen, "%s: %s", path, strerror(errno));
@@ -839,7 +842,10 @@ audit_write_head(struct audit *a)
 		return -1;
 	audit_hex(hex, a->a_hash, sizeof(a->a_hash));
 	n = snprintf(line, sizeof(line), "%" PRIu64 " %s\n", a->a_seq, hex);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	/* A fresh file of our own: never through a planted link. */
+	(void)unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+	    0600);
 	if (fd == -1)
 		goto out;
 	if (write(fd, line, (size_t)n) != n || fsync(fd) == -1) {

@@ -1288,6 +1288,14 @@ load_netpolicy(struct cfctx *cx, const cJSON *root)
 			return cf_err(cx, "user",
 			    "must not be root in sidecar mode");
 	}
+	/*
+	 * In gateway mode sluice sits in the host's namespace and parses
+	 * what sandboxes send: it must not do that as root.
+	 */
+	if (np->np_mode == NETPOLICY_GATEWAY &&
+	    (cx->cf->cf_user == NULL || cx->cf->cf_uid == 0))
+		return cf_err(cx, "user",
+		    "required and not root in gateway mode");
 	return 0;
 }
 

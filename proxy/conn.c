@@ -35,6 +35,7 @@
 #define CONN_MAX_HDRS      1000   /* the parser's field array */
 #define CONN_AUDIT_STR     1024   /* bytes of host/path kept for audit */
 #define CONN_LINGER_MS     2000   /* reading after a last response */
+#define CONN_MAX_DENIALS   64     /* refusals in a row on one connection */
 
 enum conn_state {
 	CONN_S_IDLE = 0,    /* keep-alive: no request yet */
@@ -69,12 +70,20 @@ static const unsigned conn_moves[CONN_S__COUNT] = {
 };
 #undef B
 
+/* What body_relay() does with chunked framing. */
+enum body_mode {
+	BODY_PASS = 0, /* forward it unchanged (validated) */
+	BODY_DECHUNK,  /* forward the payload only (HTTP/1.0 clients) */
+	BODY_RECHUNK   /* write framing of our own, drop extensions and trailers
+			*/
+};
+
 /* How one body (request or response) is being relayed. */
 struct body {
 	enum http1_body bd_kind;
 	uint64_t bd_left;              /* LENGTH: bytes still to come */
 	struct http1_chunked bd_chunk; /* CHUNKED */
-	int bd_dechunk;                /* forward the payload only */
+	enum body_mode bd_mode;        /* what becomes of chunk framing */
 	int bd_done;
 	uint64_t bd_bytes; /* payload bytes relayed */
 };
@@ -113,6 +122,7 @@ struct request {
 	int rq_eof[2];            /* tunnel: read EOF per side */
 	struct timeval rq_active; /* tunnel: last byte either way */
 	int rq_shut[2];           /* tunnel: write side shut down */
+	int64_t rq_expires;       /* tunnel: token exp + leeway */
 };
 
 /*
@@ -128,7 +138,8 @@ struct conn {
 	struct request *cn_req;
 	size_t cn_scan; /* request head terminator scan */
 	int cn_draining;
-	int cn_lingering; /* FLUSH: write side shut, discarding input */
+	unsigned cn_denials; /* refusals in a row, for the cap */
+	int cn_lingering;    /* FLUSH: write side shut, discarding input */
 	struct sockaddr_in6 cn_peer; /* big enough for both families */
 };
 
@@ -379,13 +390,20 @@ conn_close(struct conn *c, const char *why)
 	}
 	if (c->cn_timer != NULL)
 		evtimer_del(c->cn_timer);
+	/*
+	 * The upstream connection goes now, not with the conn: one still
+	 * resolving or connecting would otherwise call back into a closed
+	 * conn. (libevent defers freeing a bufferevent whose callback is
+	 * running, so this is safe from inside the upstream's callbacks.)
+	 */
 	if (c->cn_req != NULL && c->cn_req->rq_up != NULL) {
-		struct bufferevent *ub = upconn_bev(c->cn_req->rq_up);
+		struct upconn *uc = c->cn_req->rq_up;
+		struct bufferevent *ub = upconn_bev(uc);
 
-		if (ub != NULL) {
+		if (ub != NULL)
 			bufferevent_setcb(ub, NULL, NULL, NULL, NULL);
-			bufferevent_disable(ub, EV_READ | EV_WRITE);
-		}
+		c->cn_req->rq_up = NULL;
+		upconn_cancel(uc);
 	}
 	if (event_base_once(conn_base, -1, EV_TIMEOUT, conn_free_cb, c, NULL) ==
 	    -1)
@@ -462,8 +480,13 @@ conn_deny(struct conn *c, enum reason r, int keep)
 
 	lc = conn_listener(c, cf);
 	reverse = lc != NULL && lc->lc_type == LISTENER_REVERSE;
+	/*
+	 * A client refused again and again is shown the door: every refusal
+	 * costs an audit line, and it must not get them for free forever.
+	 */
 	if (status == 400 || status == 413 || status == 431 || status >= 500 ||
-	    draining)
+	    draining || ++c->cn_denials > CONN_MAX_DENIALS ||
+	    (rq != NULL && rq->rq_close))
 		keep = 0;
 	if (rq != NULL) {
 		rq->rq_reason = r;
@@ -537,6 +560,48 @@ is_hop_by_hop(const struct http1_msg *m, const struct http1_hdr *h)
 	return http1_connection_lists(m, h->name, h->name_len);
 }
 
+/* ASCII case-insensitive name equality with '_' and '-' the same. */
+static int
+name_eq_dash(const char *name, size_t len, const char *lit)
+{
+	size_t i;
+
+	if (strlen(lit) != len)
+		return 0;
+	for (i = 0; i < len; i++) {
+		unsigned char a = (unsigned char)name[i],
+			      b = (unsigned char)lit[i];
+
+		if (a == '_')
+			a = '-';
+		if (b == '_')
+			b = '-';
+		if (a >= 'A' && a <= 'Z')
+			a = (unsigned char)(a + 32);
+		if (b >= 'A' && b <= 'Z')
+			b = (unsigned char)(b + 32);
+		if (a != b)
+			return 0;
+	}
+	return 1;
+}
+
+static void
+add_content_length(struct evbuffer *out, uint64_t n)
+{
+	char buf[48];
+	size_t i = sizeof(buf);
+
+	buf[--i] = '\n';
+	buf[--i] = '\r';
+	do {
+		buf[--i] = (char)('0' + n % 10);
+		n /= 10;
+	} while (n != 0);
+	evbuffer_add(out, "Content-Length: ", 16);
+	evbuffer_add(out, buf + i, sizeof(buf) - i);
+}
+
 /* Write the request head sluice sends upstream (DESIGN.md "Headers"). */
 static void
 build_upstream_head(struct evbuffer *out, const struct http1_msg *m,
@@ -559,12 +624,18 @@ build_upstream_head(struct evbuffer *out, const struct http1_msg *m,
 	for (i = 0; i < m->nhdrs; i++) {
 		const struct http1_hdr *h = &m->hdrs[i];
 
+		/* Framing is written below from what the parser decided. */
 		if (http1_name_eq(h->name, h->name_len, "host") ||
+		    http1_name_eq(h->name, h->name_len, "content-length") ||
 		    is_hop_by_hop(m, h))
 			continue;
-		/* The sandbox can neither forge nor observe injected ones. */
+		/*
+		 * The sandbox can neither forge nor observe injected ones,
+		 * also not under a name that CGI-style upstreams would read
+		 * as the same ("X_Cred" for "X-Cred").
+		 */
 		for (j = 0; j < uc->uc_nheaders; j++)
-			if (http1_name_eq(h->name, h->name_len,
+			if (name_eq_dash(h->name, h->name_len,
 				uc->uc_headers[j].uh_name))
 				break;
 		if (j < uc->uc_nheaders)
@@ -584,6 +655,8 @@ build_upstream_head(struct evbuffer *out, const struct http1_msg *m,
 	}
 	if (m->body == HTTP1_BODY_CHUNKED)
 		evbuffer_add(out, "Transfer-Encoding: chunked\r\n", 28);
+	else if (m->body == HTTP1_BODY_LENGTH)
+		add_content_length(out, m->content_length);
 	evbuffer_add(out, "\r\n", 2);
 }
 
@@ -612,6 +685,38 @@ static void conn_start_upstream(struct conn *, const struct http1_msg *,
     const struct uri *);
 static void conn_req_body(struct conn *);
 static void conn_start_tunnel(struct conn *);
+
+/*
+ * A Connection header may make other headers hop-by-hop, and so drop them
+ * on the way upstream. Those that carry framing, the destination or the
+ * run's credential must reach it as checked: such a request is refused.
+ */
+static int
+connection_lists_protected(const struct http1_msg *m)
+{
+	static const char *const names[] = { "content-length",
+		"transfer-encoding", "host", "authorization", NULL };
+	size_t i;
+
+	for (i = 0; names[i] != NULL; i++)
+		if (http1_connection_lists(m, names[i], strlen(names[i])))
+			return 1;
+	return 0;
+}
+
+/* Whether any budget can apply to this token (else no lookup needed). */
+static int
+budget_may_apply(const struct config *cf, const struct token_claims *c)
+{
+	size_t i;
+
+	if (c->max_requests != 0)
+		return 1;
+	for (i = 0; i < cf->cf_nroutes; i++)
+		if (cf->cf_routes[i].rt_max_requests != 0)
+			return 1;
+	return 0;
+}
 
 static enum reason
 conn_verify_token(struct conn *c, const struct http1_msg *m, int connect,
@@ -679,7 +784,10 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 	memset(&u, 0, sizeof(u));
 	if (uri_parse_target(m->target, m->target_len, connect, &u, &why) ==
 	    -1) {
-		rq->rq_path = dup_capped(m->target, m->target_len);
+		/*
+		 * An unparsable target is not logged: it may hold userinfo or
+		 * a query with secrets in it (a token as a URL password).
+		 */
 		log_debug("conn: bad target: %s", why);
 		conn_deny_head(c, REASON_BAD_REQUEST, 0, headlen);
 		return;
@@ -711,6 +819,10 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 		conn_deny_head(c, REASON_BAD_REQUEST, 0, headlen);
 		return;
 	}
+	if (connection_lists_protected(m)) {
+		conn_deny_head(c, REASON_BAD_REQUEST, 0, headlen);
+		return;
+	}
 
 	memset(&v, 0, sizeof(v));
 	v.rv_listener = lc;
@@ -725,12 +837,24 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 		v.rv_claims = &claims;
 		snprintf(rq->rq_sub, sizeof(rq->rq_sub), "%s", claims.sub);
 		snprintf(rq->rq_jti, sizeof(rq->rq_jti), "%s", claims.jti);
+		rq->rq_expires = claims.exp + cf->cf_tokens.tc_leeway_s;
 		v.rv_revoked =
 		    revocations_has(daemon_revocations(), cf, claims.jti);
-		v.rv_budget_used = budget_used(daemon_budget(), claims.jti);
+		if (budget_may_apply(cf, &claims))
+			v.rv_budget_used =
+			    budget_used(daemon_budget(), claims.jti);
 	}
 	policy_decide(cf, &v, daemon_now(), &d);
 	rq->rq_route = d.de_route;
+	if (d.de_reason == REASON_OK && !connect &&
+	    m->body == HTTP1_BODY_LENGTH &&
+	    m->content_length > cf->cf_limits.max_body_bytes)
+		d.de_reason = REASON_BODY_TOO_LARGE;
+	if (d.de_reason == REASON_OK &&
+	    cf->cf_audit.ac_fsync == AUDIT_FSYNC_ALWAYS &&
+	    audit_sync(daemon_audit()) == -1)
+		d.de_reason = REASON_AUDIT_UNAVAILABLE;
+	/* Last: a refusal after the charge would waste a unit of budget. */
 	if (d.de_reason == REASON_OK && d.de_budget_limit != 0) {
 		int rc = budget_charge(daemon_budget(), claims.jti, claims.exp,
 		    d.de_budget_limit, &used);
@@ -742,14 +866,6 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 			d.de_reason = REASON_BUDGET_EXHAUSTED;
 		}
 	}
-	if (d.de_reason == REASON_OK &&
-	    cf->cf_audit.ac_fsync == AUDIT_FSYNC_ALWAYS &&
-	    audit_sync(daemon_audit()) == -1)
-		d.de_reason = REASON_AUDIT_UNAVAILABLE;
-	if (d.de_reason == REASON_OK && !connect &&
-	    m->body == HTTP1_BODY_LENGTH &&
-	    m->content_length > cf->cf_limits.max_body_bytes)
-		d.de_reason = REASON_BODY_TOO_LARGE;
 	explicit_bzero(&claims, sizeof(claims));
 	if (d.de_reason != REASON_OK) {
 		conn_deny_head(c, d.de_reason,
@@ -757,6 +873,7 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 		return;
 	}
 	rq->rq_reason = REASON_OK;
+	c->cn_denials = 0;
 
 	if (connect) {
 		evbuffer_drain(bufferevent_get_input(c->cn_bev), headlen);
@@ -765,8 +882,15 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 	}
 	rq->rq_body.bd_kind = m->body;
 	rq->rq_body.bd_left = m->content_length;
+	/*
+	 * A chunked request body goes upstream in framing of our own: no
+	 * extensions, no trailers, canonical sizes, so the upstream cannot
+	 * read it differently from the way it was checked.
+	 */
+	rq->rq_body.bd_mode = BODY_RECHUNK;
 	http1_chunked_init(&rq->rq_body.bd_chunk);
-	if (m->body == HTTP1_BODY_NONE)
+	if (m->body == HTTP1_BODY_NONE ||
+	    (m->body == HTTP1_BODY_LENGTH && m->content_length == 0))
 		rq->rq_body.bd_done = 1;
 	conn_start_upstream(c, m, &u);
 	/*
@@ -811,6 +935,15 @@ conn_step_head(struct conn *c)
 
 	while ((c->cn_state == CONN_S_IDLE || c->cn_state == CONN_S_HEAD) &&
 	    (len = evbuffer_get_length(in)) > 0) {
+		/*
+		 * Refusals to pipelined requests pile up in the output when
+		 * the client does not read: stop reading until they drain.
+		 */
+		if (evbuffer_get_length(bufferevent_get_output(c->cn_bev)) >
+		    CONN_HIGH_WATER) {
+			bufferevent_disable(c->cn_bev, EV_READ);
+			return;
+		}
 		if (c->cn_state == CONN_S_IDLE) {
 			if (draining || c->cn_draining) {
 				conn_close(c, "draining");
@@ -874,6 +1007,22 @@ conn_step_head(struct conn *c)
  * Bodies.
  */
 
+/* A chunk-size line: lower-case hex, no extension. */
+static void
+chunk_line(struct evbuffer *dst, size_t n)
+{
+	char buf[2 * sizeof(size_t) + 2];
+	size_t i = sizeof(buf);
+
+	buf[--i] = '\n';
+	buf[--i] = '\r';
+	do {
+		buf[--i] = "0123456789abcdef"[n & 0xf];
+		n >>= 4;
+	} while (n != 0);
+	evbuffer_add(dst, buf + i, sizeof(buf) - i);
+}
+
 /*
  * Move as much of body b from src to dst as framing allows, but never a
  * payload byte beyond limit. Returns 0, -1 on a framing error
@@ -924,15 +1073,21 @@ body_relay(struct body *b, struct evbuffer *src, struct evbuffer *dst,
 			}
 			if (data > 0 && b->bd_bytes + data > limit)
 				return -2;
-			if (b->bd_dechunk && data == 0)
+			if (data == 0 && b->bd_mode != BODY_PASS)
 				evbuffer_drain(src, (size_t)used);
-			else {
+			else if (data > 0 && b->bd_mode == BODY_RECHUNK) {
+				chunk_line(dst, data);
+				evbuffer_remove_buffer(src, dst, data);
+				evbuffer_add(dst, "\r\n", 2);
+			} else
 				evbuffer_remove_buffer(src, dst, (size_t)used);
-				*counter += (size_t)used;
-			}
+			*counter += (size_t)used;
 			b->bd_bytes += data;
-			if (http1_chunked_done(&b->bd_chunk))
+			if (http1_chunked_done(&b->bd_chunk)) {
 				b->bd_done = 1;
+				if (b->bd_mode == BODY_RECHUNK)
+					evbuffer_add(dst, "0\r\n\r\n", 5);
+			}
 			break;
 		}
 		default:
@@ -1033,6 +1188,10 @@ conn_upstream_ready_cb(struct upconn *uc, enum reason r, void *arg)
 	struct conn *c = arg;
 	struct request *rq = c->cn_req;
 
+	if (c->cn_state != CONN_S_UPSTREAM || rq == NULL) {
+		upconn_cancel(uc); /* cannot happen: conn_close cancels */
+		return;
+	}
 	rq->rq_up = uc;
 	if (r != REASON_OK) {
 		conn_deny(c, r, 0);
@@ -1081,15 +1240,26 @@ build_client_head(struct conn *c, const struct http1_msg *m)
 {
 	struct request *rq = c->cn_req;
 	struct evbuffer *out = bufferevent_get_output(c->cn_bev);
+	char status[13] = "HTTP/1.1 000";
 	size_t i;
 
-	evbuffer_add_printf(out, "HTTP/1.1 %d ", m->status);
+	status[9] = (char)('0' + m->status / 100);
+	status[10] = (char)('0' + m->status / 10 % 10);
+	status[11] = (char)('0' + m->status % 10);
+	evbuffer_add(out, status, 12);
+	evbuffer_add(out, " ", 1);
 	evbuffer_add(out, m->reason, m->reason_len);
 	evbuffer_add(out, "\r\n", 2);
 	for (i = 0; i < m->nhdrs; i++) {
 		const struct http1_hdr *h = &m->hdrs[i];
 
-		if (is_hop_by_hop(m, h))
+		/*
+		 * The framing the client sees is the one sluice relays by;
+		 * a HEAD or 304 response keeps its informative length.
+		 */
+		if (is_hop_by_hop(m, h) ||
+		    (m->body == HTTP1_BODY_LENGTH &&
+			http1_name_eq(h->name, h->name_len, "content-length")))
 			continue;
 		evbuffer_add(out, h->name, h->name_len);
 		evbuffer_add(out, ": ", 2);
@@ -1097,8 +1267,10 @@ build_client_head(struct conn *c, const struct http1_msg *m)
 		evbuffer_add(out, "\r\n", 2);
 	}
 	if (m->status >= 200 && m->body == HTTP1_BODY_CHUNKED &&
-	    !rq->rq_rbody.bd_dechunk)
+	    rq->rq_rbody.bd_mode != BODY_DECHUNK)
 		evbuffer_add(out, "Transfer-Encoding: chunked\r\n", 28);
+	else if (m->status >= 200 && m->body == HTTP1_BODY_LENGTH)
+		add_content_length(out, m->content_length);
 	if (m->status >= 200 && (rq->rq_close || draining))
 		evbuffer_add(out, "Connection: close\r\n", 19);
 	evbuffer_add(out, "\r\n", 2);
@@ -1172,12 +1344,13 @@ conn_resp_head(struct conn *c)
 		rq->rq_rbody.bd_left = m.content_length;
 		http1_chunked_init(&rq->rq_rbody.bd_chunk);
 		if (m.body == HTTP1_BODY_CHUNKED && rq->rq_client_minor == 0)
-			rq->rq_rbody.bd_dechunk = 1;
+			rq->rq_rbody.bd_mode = BODY_DECHUNK;
 		if (m.body == HTTP1_BODY_EOF || (m.flags & HTTP1_F_CLOSE) ||
 		    m.minor == 0)
 			rq->rq_up_close = 1;
 		/* Close-delimited bodies end the client connection too. */
-		if (m.body == HTTP1_BODY_EOF || rq->rq_rbody.bd_dechunk)
+		if (m.body == HTTP1_BODY_EOF ||
+		    rq->rq_rbody.bd_mode == BODY_DECHUNK)
 			rq->rq_close = 1;
 		/* A response before the whole request: cannot resync. */
 		if (!rq->rq_body.bd_done)
@@ -1329,6 +1502,31 @@ conn_finish(struct conn *c)
 /*
  * CONNECT tunnels.
  */
+/*
+ * A tunnel lives no longer than its token: at most once a second (on
+ * traffic) check expiry and revocation, and close when either ends it.
+ * Returns -1 when the tunnel was closed.
+ */
+static int
+tunnel_revalidate(struct conn *c)
+{
+	struct request *rq = c->cn_req;
+	struct timeval now;
+
+	event_base_gettimeofday_cached(conn_base, &now);
+	if (now.tv_sec == rq->rq_active.tv_sec) {
+		rq->rq_active = now;
+		return 0;
+	}
+	rq->rq_active = now;
+	if ((int64_t)now.tv_sec >= rq->rq_expires ||
+	    revocations_has(daemon_revocations(), rq->rq_cf, rq->rq_jti)) {
+		conn_close(c, "tunnel token expired or revoked");
+		return -1;
+	}
+	return 0;
+}
+
 static void
 tunnel_read_cb(struct bufferevent *bev, void *arg)
 {
@@ -1343,8 +1541,8 @@ tunnel_read_cb(struct bufferevent *bev, void *arg)
 		rq->rq_bytes_in += n;
 	else
 		rq->rq_bytes_out += n;
-	if (n > 0)
-		event_base_gettimeofday_cached(conn_base, &rq->rq_active);
+	if (n > 0 && tunnel_revalidate(c) == -1)
+		return;
 	evbuffer_add_buffer(bufferevent_get_output(dst), in);
 	out_flush(dst, 1);
 	backpressure(bev, dst);
@@ -1403,6 +1601,8 @@ tunnel_event_cb(struct bufferevent *bev, short what, void *arg)
 
 	if (what & BEV_EVENT_EOF) {
 		tunnel_read_cb(bev, c);
+		if (c->cn_state != CONN_S_TUNNEL)
+			return;
 		rq->rq_eof[side] = 1;
 		bufferevent_disable(bev, EV_READ);
 		tunnel_check(c);
@@ -1436,6 +1636,10 @@ conn_tunnel_ready_cb(struct upconn *uc, enum reason r, void *arg)
 	const struct limits *l = &rq->rq_cf->cf_limits;
 	struct timeval tv;
 
+	if (c->cn_state != CONN_S_TUNNEL_WAIT || rq == NULL) {
+		upconn_cancel(uc); /* cannot happen: conn_close cancels */
+		return;
+	}
 	rq->rq_up = uc;
 	/* A revocation that arrived while connecting still counts. */
 	if (r == REASON_OK && rq->rq_jti[0] != '\0' &&
@@ -1460,8 +1664,9 @@ conn_tunnel_ready_cb(struct upconn *uc, enum reason r, void *arg)
 	bufferevent_setwatermark(c->cn_bev, EV_READ, 0, 0);
 	bufferevent_setwatermark(c->cn_bev, EV_WRITE, CONN_LOW_WATER, 0);
 	bufferevent_setwatermark(ub, EV_WRITE, CONN_LOW_WATER, 0);
-	bufferevent_set_timeouts(c->cn_bev, &tv, NULL);
-	bufferevent_set_timeouts(ub, &tv, NULL);
+	/* Write timeouts too: a peer that stops reading frees its slot. */
+	bufferevent_set_timeouts(c->cn_bev, &tv, &tv);
+	bufferevent_set_timeouts(ub, &tv, &tv);
 	bufferevent_enable(ub, EV_READ);
 	bufferevent_enable(c->cn_bev, EV_READ);
 	out_flush(ub, 1);
@@ -1530,6 +1735,14 @@ conn_client_write_cb(struct bufferevent *bev, void *arg)
 			conn_linger_start(c);
 		return;
 	}
+	/* Refusals drained (see conn_step_head): read the next requests. */
+	if ((c->cn_state == CONN_S_IDLE || c->cn_state == CONN_S_HEAD) &&
+	    !(bufferevent_get_enabled(bev) & EV_READ)) {
+		bufferevent_enable(bev, EV_READ);
+		if (evbuffer_get_length(bufferevent_get_input(bev)) > 0)
+			bufferevent_trigger(bev, EV_READ,
+			    BEV_TRIG_DEFER_CALLBACKS);
+	}
 	/* The client drained the response: read more from upstream. */
 	if (c->cn_state == CONN_S_EXCHANGE && rq != NULL && rq->rq_up != NULL &&
 	    !rq->rq_rbody.bd_done)
@@ -1575,8 +1788,10 @@ conn_accept(struct event_base *base, int fd, size_t listener_idx,
 	int one = 1;
 
 	conn_base = base;
-	if ((c = calloc(1, sizeof(*c))) == NULL)
+	if ((c = calloc(1, sizeof(*c))) == NULL) {
+		close(fd);
 		return -1;
+	}
 	c->cn_listener = listener_idx;
 	if (peerlen <= sizeof(c->cn_peer))
 		memcpy(&c->cn_peer, peer, peerlen);

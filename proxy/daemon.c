@@ -220,28 +220,41 @@ harden:
 	return 0;
 }
 
-/* state_dir holds budgets and revocations: private to sluice's user. */
+/*
+ * state_dir holds budgets and revocations: private to sluice's user, mode
+ * 0700, whether sluice made it or found it.
+ */
 static int
 prepare_state_dir(const struct config *cf, char *why, size_t whylen)
 {
 	struct stat st;
+	int fd;
 
 	if (mkdir(cf->cf_state_dir, 0700) == -1 && errno != EEXIST) {
 		snprintf(why, whylen, "state_dir: %s: %s", cf->cf_state_dir,
 		    strerror(errno));
 		return -1;
 	}
-	if (stat(cf->cf_state_dir, &st) == -1 || !S_ISDIR(st.st_mode)) {
-		snprintf(why, whylen, "state_dir: %s: not a directory",
-		    cf->cf_state_dir);
+	fd = open(cf->cf_state_dir,
+	    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd == -1 || fstat(fd, &st) == -1) {
+		snprintf(why, whylen, "state_dir: %s: %s", cf->cf_state_dir,
+		    errno == ELOOP || errno == ENOTDIR ?
+			"not a directory (or a symbolic link)" :
+			strerror(errno));
+		if (fd != -1)
+			close(fd);
 		return -1;
 	}
-	if (cf->cf_user != NULL && geteuid() == 0 &&
-	    chown(cf->cf_state_dir, cf->cf_uid, cf->cf_gid) == -1) {
-		snprintf(why, whylen, "state_dir: %s: chown: %s",
-		    cf->cf_state_dir, strerror(errno));
+	if ((cf->cf_user != NULL && geteuid() == 0 &&
+		fchown(fd, cf->cf_uid, cf->cf_gid) == -1) ||
+	    ((st.st_mode & 077) != 0 && fchmod(fd, 0700) == -1)) {
+		snprintf(why, whylen, "state_dir: %s: %s", cf->cf_state_dir,
+		    strerror(errno));
+		close(fd);
 		return -1;
 	}
+	close(fd);
 	return 0;
 }
 
@@ -468,6 +481,54 @@ resolved_cb(const struct route *rt, const struct sockaddr_storage *addrs,
 	netguard_upstream_addrs(rt, addrs, n, ttl);
 }
 
+/* Whether uid/gid could read path by its mode bits (no ACLs). */
+static int
+readable_by(const char *path, uid_t uid, gid_t gid)
+{
+	struct stat st;
+
+	if (stat(path, &st) == -1)
+		return 0;
+	if (st.st_uid == uid)
+		return (st.st_mode & S_IRUSR) != 0;
+	if (st.st_gid == gid)
+		return (st.st_mode & S_IRGRP) != 0;
+	return (st.st_mode & S_IROTH) != 0;
+}
+
+/*
+ * After the privilege drop, SIGHUP reads the policy and its key files as
+ * `user`: say now, not at the first reload, which of them it cannot read.
+ */
+static void
+warn_unreadable_after_drop(const struct config *cf)
+{
+	size_t i, j;
+
+	if (cf->cf_user == NULL || geteuid() != 0 || cf->cf_uid == 0)
+		return;
+	if (!readable_by(cf->cf_path, cf->cf_uid, cf->cf_gid))
+		log_warnx("%s: not readable by user %s: reloads will fail",
+		    cf->cf_path, cf->cf_user);
+	for (i = 0; i < cf->cf_tokens.tc_nkeys; i++)
+		if (!cf->cf_tokens.tc_key_unlink[i] &&
+		    !readable_by(cf->cf_tokens.tc_key_files[i], cf->cf_uid,
+			cf->cf_gid))
+			log_warnx(
+			    "%s: not readable by user %s: reloads will fail",
+			    cf->cf_tokens.tc_key_files[i], cf->cf_user);
+	for (i = 0; i < cf->cf_nroutes; i++)
+		for (j = 0; j < cf->cf_routes[i].rt_up.uc_nheaders; j++) {
+			const char *f =
+			    cf->cf_routes[i].rt_up.uc_headers[j].uh_file;
+
+			if (!readable_by(f, cf->cf_uid, cf->cf_gid))
+				log_warnx(
+				    "%s: not readable by user %s: reloads will fail",
+				    f, cf->cf_user);
+		}
+}
+
 /* Open the ready file now (privileged); its pid is written when ready. */
 static int
 ready_open(const struct config *cf, char *why, size_t whylen)
@@ -608,8 +669,10 @@ cmd_run(int argc, char **argv)
 		log_warnx("audit: %s", why);
 		return SL_EXIT_RUNTIME;
 	}
+	/* lchown: the file was opened O_NOFOLLOW; never chown a link's target.
+	 */
 	if (d_cf->cf_user != NULL && geteuid() == 0 &&
-	    chown(d_cf->cf_audit.ac_path, d_cf->cf_uid, d_cf->cf_gid) == -1)
+	    lchown(d_cf->cf_audit.ac_path, d_cf->cf_uid, d_cf->cf_gid) == -1)
 		log_warn("audit: chown %s", d_cf->cf_audit.ac_path);
 	if (d_cf->cf_admin_socket != NULL &&
 	    admin_open(d_base, d_cf->cf_admin_socket,
@@ -630,6 +693,7 @@ cmd_run(int argc, char **argv)
 		log_warnx("%s", why);
 		return SL_EXIT_RUNTIME;
 	}
+	warn_unreadable_after_drop(d_cf);
 	/* 4. Drop privileges; then the resolver's sockets are ours. */
 	if (drop_privileges(d_cf, use_np, why, sizeof(why)) == -1 ||
 	    dns_setup(d_cf, why, sizeof(why)) == -1) {

@@ -71,10 +71,8 @@ listener_accept_cb(evutil_socket_t lfd, short what, void *arg)
 		if (conn_count() >= daemon_config()->cf_limits.max_connections)
 			conn_refuse(fd, li->li_idx, (struct sockaddr *)&ss);
 		else if (conn_accept(listener_base, fd, li->li_idx,
-			     (struct sockaddr *)&ss, len) == -1) {
-			log_warnx("accept: out of memory");
-			close(fd);
-		}
+			     (struct sockaddr *)&ss, len) == -1)
+			log_warnx("accept: out of memory"); /* fd is closed */
 	}
 }
 

@@ -582,6 +582,7 @@ int listener_same(const struct config *);
  * conn.c: one client connection: request heads, the decision, streaming to
  * and from the upstream, CONNECT tunnels, denial responses.
  */
+/* Takes fd (closed on failure). Returns 0, or -1 out of memory. */
 int conn_accept(struct event_base *, int fd, size_t listener_idx,
     const struct sockaddr *peer, socklen_t peerlen);
 /* Refuse a connection over max_connections (503) and close it. */

@@ -546,7 +546,11 @@ upconn_new_ssl(struct upconn *uc)
 	} else if (SSL_set_tlsext_host_name(ssl, c->uc_host) != 1 ||
 	    SSL_set1_host(ssl, c->uc_host) != 1)
 		goto fail;
-	if (uc->uc_up->up_session != NULL)
+	/*
+	 * A resumed session has no verified chain to match pins against,
+	 * so pinned routes always do a full handshake.
+	 */
+	if (uc->uc_up->up_session != NULL && c->uc_npins == 0)
 		SSL_set_session(ssl, uc->uc_up->up_session);
 	return ssl;
 fail:
@@ -589,9 +593,10 @@ upconn_start_connect(struct upconn *uc)
 		uc->uc_bev =
 		    bufferevent_openssl_socket_new(up_base, fd, uc->uc_ssl,
 			BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
-		if (uc->uc_bev != NULL)
-			bufferevent_openssl_set_allow_dirty_shutdown(uc->uc_bev,
-			    1);
+		/*
+		 * Dirty shutdowns stay errors: a FIN without close_notify
+		 * could cut a close-delimited response short unnoticed.
+		 */
 	} else
 		uc->uc_bev =
 		    bufferevent_socket_new(up_base, fd, BEV_OPT_CLOSE_ON_FREE);
@@ -609,14 +614,12 @@ upconn_start_connect(struct upconn *uc)
 	tv.tv_usec = (suseconds_t)(l->connect_timeout_ms % 1000) * 1000;
 	bufferevent_set_timeouts(uc->uc_bev, &tv, &tv);
 	bufferevent_enable(uc->uc_bev, EV_READ | EV_WRITE);
-	if (bufferevent_socket_connect(uc->uc_bev,
-		(struct sockaddr *)&uc->uc_addr, (int)len) == -1) {
-		/*
-		 * An immediate failure (ENETUNREACH): libevent reports it
-		 * through the event callback, which tries the next address.
-		 */
-		return;
-	}
+	/*
+	 * A failure to connect, immediate or not, reaches the event callback
+	 * from the loop, which tries the next address.
+	 */
+	(void)bufferevent_socket_connect(uc->uc_bev,
+	    (struct sockaddr *)&uc->uc_addr, (int)len);
 }
 
 /* Idle pool: any byte or EOF from an idle upstream ends it. */

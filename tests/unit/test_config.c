@@ -510,15 +510,16 @@ test_explicit_values(void **state)
 	    "'admin':{'socket':'/run/sluice/admin.sock'},"
 	    "'metrics':{'listen':'unix:/run/sluice/metrics.sock'},"
 	    "'state_dir':'/tmp/state','ready_file':'/tmp/ready',"
-	    "'user':'0'}";
+	    "'user':'4321'}";
 	struct config *cf;
 	const struct route *rt;
 	const struct upstream_header *uh;
 
 	(void)state;
 	cf = load_ok(pol);
-	/* Root is fine outside sidecar mode. */
-	assert_int_equal(cf->cf_uid, 0);
+	/* A numeric uid without a passwd entry: its gid is the same. */
+	assert_int_equal(cf->cf_uid, 4321);
+	assert_int_equal(cf->cf_gid, 4321);
 	assert_string_equal(cf->cf_listeners[0].lc_name, "fwd");
 	assert_int_equal(cf->cf_listeners[0].lc_addr.ss_family, AF_INET6);
 	assert_int_equal(cf->cf_listeners[1].lc_type, LISTENER_REVERSE);
@@ -1064,6 +1065,13 @@ static const struct err_row err_rows[] = {
 	    "user: ", "root" },
 	{ "sidecar as uid 0", POL(L_FWD, TOK, R_A, "'user':'0'"),
 	    "user: ", "root" },
+	/* Gateway mode parses sandbox traffic in the host: never as root. */
+	{ "gateway as root",
+	    POL(L_FWD, TOK, R_A, "'user':'0','netpolicy':{'mode':'gateway'}"),
+	    "user: ", "gateway" },
+	{ "gateway without user",
+	    POL(L_FWD, TOK, R_A, "'netpolicy':{'mode':'gateway'}"),
+	    "user: ", "gateway" },
 	/* Sidecar rules let sluice reach only the listed resolvers. */
 	{ "sidecar, upstream host name, no resolvers",
 	    POL(L_FWD, TOK,
@@ -1166,8 +1174,8 @@ static const struct {
 	    BASE(",'metrics':{'listen':'[::1]:9090'}") },
 	{ "metrics.listen unix path",
 	    BASE(",'metrics':{'listen':'unix:/run/sluice/m.sock'}") },
-	{ "gateway as root",
-	    POL(L_FWD, TOK, R_A, "'user':'0','netpolicy':{'mode':'gateway'}") },
+	{ "root outside sidecar and gateway mode",
+	    POL(L_FWD, TOK, R_A, "'user':'0','netpolicy':{'mode':'off'}") },
 	{ "integral number written with an exponent",
 	    BASE(",'limits':{'max_headers':1e2}") },
 	{ "GET as a method", ROUTE(UP_A ",'methods':['GET','POST','PUT']") },
