@@ -58,7 +58,6 @@ struct audit {
 	uint64_t a_errors;        /* failed writes, ever */
 	uint64_t a_unlogged;      /* failures not yet logged ("allow") */
 	struct timespec a_logged; /* CLOCK_MONOTONIC of the last warning */
-	EVP_MD_CTX *a_md;         /* reused for every line */
 	int a_building;           /* audit_begin() was called */
 	int a_overflow;           /* a field did not fit in the line */
 	size_t a_len;             /* bytes in a_line */
@@ -184,18 +183,6 @@ audit_hex(char *dst, const unsigned char *p, size_t n)
 	dst[2 * n] = '\0';
 }
 
-static int
-audit_sha256(EVP_MD_CTX *md, const void *p, size_t n, unsigned char out[32])
-{
-	unsigned int len = 0;
-
-	if (EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1 ||
-	    EVP_DigestUpdate(md, p, n) != 1 ||
-	    EVP_DigestFinal_ex(md, out, &len) != 1 || len != 32)
-		return -1;
-	return 0;
-}
-
 static double
 audit_elapsed(const struct timespec *since)
 {
@@ -247,17 +234,58 @@ audit_put_raw(struct audit *a, const char *key, const char *val, size_t n)
 	}
 }
 
+/* Decimal digits of v at the start of buf (at least 21 bytes); length. */
+static size_t
+audit_fmt_u64(char *buf, size_t len, uint64_t v)
+{
+	char tmp[20];
+	size_t n = 0, i;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0 && n < sizeof(tmp));
+	for (i = 0; i < n && i < len; i++)
+		buf[i] = tmp[n - 1 - i];
+	return i;
+}
+
 static void
 audit_timestamp(char *buf, size_t len)
 {
+	static time_t cached_sec = (time_t)-1;
+	static char cached[64]; /* "YYYY-MM-DDTHH:MM:SS." */
 	struct timespec ts;
 	struct tm tm;
+	long us;
+	int i;
 
+	/*
+	 * Every line has a timestamp: format the date and time once a
+	 * second and only the microseconds per line.
+	 */
 	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ",
-	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-	    tm.tm_sec, ts.tv_nsec / 1000);
+	if (ts.tv_sec != cached_sec) {
+		gmtime_r(&ts.tv_sec, &tm);
+		snprintf(cached, sizeof(cached),
+		    "%04d-%02d-%02dT%02d:%02d:%02d.", tm.tm_year + 1900,
+		    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+		    tm.tm_sec);
+		cached_sec = ts.tv_sec;
+	}
+	if (len < 28) {
+		if (len > 0)
+			buf[0] = '\0';
+		return;
+	}
+	memcpy(buf, cached, 20);
+	us = ts.tv_nsec / 1000;
+	for (i = 25; i >= 20; i--) {
+		buf[i] = (char)('0' + us % 10);
+		us /= 10;
+	}
+	buf[26] = 'Z';
+	buf[27] = '\0';
 }
 
 void
@@ -276,7 +304,7 @@ audit_begin(struct audit *a, const char *event)
 	(void)audit_put(a, "{\"ts\":\"", 7);
 	(void)audit_put(a, ts, strlen(ts));
 	(void)audit_put(a, "\",\"seq\":", 8);
-	n = (size_t)snprintf(num, sizeof(num), "%" PRIu64, a->a_seq + 1);
+	n = audit_fmt_u64(num, sizeof(num), a->a_seq + 1);
 	(void)audit_put(a, num, n);
 	audit_add_cstr(a, "event", event);
 	if (a->a_chain) {
@@ -331,23 +359,28 @@ audit_add_cstr(struct audit *a, const char *key, const char *val)
 void
 audit_add_int(struct audit *a, const char *key, int64_t val)
 {
-	char num[32];
-	int n;
+	char num[24];
+	size_t n;
 
-	n = snprintf(num, sizeof(num), "%" PRId64, val);
-	if (n > 0)
-		audit_put_raw(a, key, num, (size_t)n);
+	if (val < 0) {
+		n = audit_fmt_u64(num + 1, sizeof(num) - 1,
+		    (uint64_t)(-(val + 1)) + 1);
+		num[0] = '-';
+		audit_put_raw(a, key, num, n + 1);
+	} else {
+		n = audit_fmt_u64(num, sizeof(num), (uint64_t)val);
+		audit_put_raw(a, key, num, n);
+	}
 }
 
 void
 audit_add_uint(struct audit *a, const char *key, uint64_t val)
 {
-	char num[32];
-	int n;
+	char num[24];
+	size_t n;
 
-	n = snprintf(num, sizeof(num), "%" PRIu64, val);
-	if (n > 0)
-		audit_put_raw(a, key, num, (size_t)n);
+	n = audit_fmt_u64(num, sizeof(num), val);
+	audit_put_raw(a, key, num, n);
 }
 
 void
@@ -515,7 +548,7 @@ audit_commit(struct audit *a)
 	}
 	a->a_line[a->a_len] = '}';
 	len = a->a_len + 1;
-	if (audit_sha256(a->a_md, a->a_line, len, h) == -1) {
+	if (digest_sha256(a->a_line, len, h) == -1) {
 		errno = EIO;
 		audit_fail(a, "hash of a line for");
 		return -1;
@@ -692,8 +725,8 @@ audit_line_seq(const char *line, size_t len, uint64_t *seq)
  * line lengths of the file, because the writer never writes longer lines.
  */
 static int
-audit_scan(int fd, EVP_MD_CTX *md, const char *path, struct audit_tail *t,
-    char *why, size_t whylen)
+audit_scan(int fd, const char *path, struct audit_tail *t, char *why,
+    size_t whylen)
 {
 	struct stat st;
 	char *buf = NULL, *nl, *start;
@@ -740,8 +773,8 @@ audit_scan(int fd, EVP_MD_CTX *md, const char *path, struct audit_tail *t,
 	if (t->at_keep < t->at_size) {
 		size_t off = (size_t)(t->at_keep - base);
 
-		if (audit_sha256(md, buf + off, win - off,
-			t->at_partial_hash) == -1) {
+		if (digest_sha256(buf + off, win - off, t->at_partial_hash) ==
+		    -1) {
 			snprintf(why, whylen, "%s: SHA-256 failed", path);
 			goto out;
 		}
@@ -759,7 +792,7 @@ audit_scan(int fd, EVP_MD_CTX *md, const char *path, struct audit_tail *t,
 	}
 	start = start == NULL ? buf : start + 1;
 	if (audit_line_seq(start, (size_t)(nl - start), &t->at_seq) == -1 ||
-	    audit_sha256(md, start, (size_t)(nl - start), t->at_hash) == -1) {
+	    digest_sha256(start, (size_t)(nl - start), t->at_hash) == -1) {
 		snprintf(why, whylen,
 		    "%s: last line is not an audit line with a seq; move the "
 		    "file away to start a new one",
@@ -941,10 +974,6 @@ audit_open(const struct audit_conf *ac, const char *state_dir,
 	clock_gettime(CLOCK_MONOTONIC, &a->a_synced);
 	if (audit_set_conf(a, ac, why, whylen) == -1)
 		goto fail;
-	if ((a->a_md = EVP_MD_CTX_new()) == NULL) {
-		snprintf(why, whylen, "audit: out of memory");
-		goto fail;
-	}
 	if (state_dir != NULL &&
 	    asprintf(&a->a_head_path, "%s/%s", state_dir, AUDIT_HEAD_NAME) ==
 		-1) {
@@ -959,7 +988,7 @@ audit_open(const struct audit_conf *ac, const char *state_dir,
 	}
 	if ((a->a_fd = audit_open_file(a->a_path, why, whylen)) == -1)
 		goto fail;
-	if (audit_scan(a->a_fd, a->a_md, a->a_path, &t, why, whylen) == -1)
+	if (audit_scan(a->a_fd, a->a_path, &t, why, whylen) == -1)
 		goto fail;
 	/* The file's own last line wins; audit.head covers a rotated file. */
 	if (t.at_has_last) {
@@ -987,7 +1016,6 @@ fail:
 	a->a_fd = -1;
 	if (a->a_timer != NULL)
 		event_free(a->a_timer);
-	EVP_MD_CTX_free(a->a_md);
 	free(a->a_head_path);
 	free(a->a_path);
 	free(a);
@@ -1007,7 +1035,7 @@ audit_switch(struct audit *a, const char *oldpath, char *why, size_t whylen)
 	(void)audit_write_head(a);
 	if ((fd = audit_open_file(a->a_path, why, whylen)) == -1)
 		return -1;
-	if (audit_scan(fd, a->a_md, a->a_path, &t, why, whylen) == -1) {
+	if (audit_scan(fd, a->a_path, &t, why, whylen) == -1) {
 		close(fd);
 		return -1;
 	}
@@ -1099,7 +1127,6 @@ audit_close(struct audit *a)
 		log_warn("audit: fsync of %s", a->a_path);
 	(void)audit_write_head(a);
 	close(a->a_fd);
-	EVP_MD_CTX_free(a->a_md);
 	free(a->a_head_path);
 	free(a->a_path);
 	free(a);

@@ -101,14 +101,11 @@ active(const struct budget *b)
 static void
 jti_key(const char *jti, unsigned char key[32])
 {
-	unsigned int n = 0;
-
 	/*
-	 * EVP_Digest of SHA-256 only fails when out of memory; a zero key
-	 * then still names one fixed entry, which fails closed (shared count).
+	 * SHA-256 only fails when out of memory; the zero key it leaves then
+	 * still names one fixed entry, which fails closed (shared count).
 	 */
-	if (EVP_Digest(jti, strlen(jti), key, &n, EVP_sha256(), NULL) != 1)
-		memset(key, 0, 32);
+	(void)digest_sha256(jti, strlen(jti), key);
 }
 
 static uint32_t

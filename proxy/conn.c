@@ -220,20 +220,7 @@ elapsed_s(const struct timeval *start)
 static void
 peer_str(const struct conn *c, char *buf, size_t len)
 {
-	char host[INET6_ADDRSTRLEN] = "?";
-
-	if (c->cn_peer.sin6_family == AF_INET) {
-		const struct sockaddr_in *sin =
-		    (const struct sockaddr_in *)&c->cn_peer;
-
-		inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host));
-		snprintf(buf, len, "%s:%u", host, ntohs(sin->sin_port));
-	} else if (c->cn_peer.sin6_family == AF_INET6) {
-		inet_ntop(AF_INET6, &c->cn_peer.sin6_addr, host, sizeof(host));
-		snprintf(buf, len, "[%s]:%u", host,
-		    ntohs(c->cn_peer.sin6_port));
-	} else
-		snprintf(buf, len, "-");
+	(void)addr_str((const struct sockaddr *)&c->cn_peer, buf, len);
 }
 
 static const struct listener_conf *
@@ -547,17 +534,32 @@ conn_flush_close(struct conn *c)
  */
 
 static int
-is_hop_by_hop(const struct http1_msg *m, const struct http1_hdr *h)
+is_hop_by_hop(const struct http1_msg *m, const struct http1_hdr *h,
+    int has_connection)
 {
-	static const char *const names[] = { "connection", "keep-alive",
-		"proxy-authorization", "proxy-authenticate", "proxy-connection",
-		"te", "trailer", "transfer-encoding", "upgrade", NULL };
+	static const struct {
+		const char *name;
+		size_t len;
+	} names[] = {
+		{ "te", 2 },
+		{ "trailer", 7 },
+		{ "upgrade", 7 },
+		{ "connection", 10 },
+		{ "keep-alive", 10 },
+		{ "proxy-connection", 16 },
+		{ "transfer-encoding", 17 },
+		{ "proxy-authenticate", 18 },
+		{ "proxy-authorization", 19 },
+	};
 	size_t i;
 
-	for (i = 0; names[i] != NULL; i++)
-		if (http1_name_eq(h->name, h->name_len, names[i]))
+	for (i = 0; i < SL_NELEM(names) && names[i].len <= h->name_len; i++)
+		if (names[i].len == h->name_len &&
+		    http1_name_eq(h->name, h->name_len, names[i].name))
 			return 1;
-	return http1_connection_lists(m, h->name, h->name_len);
+	/* Only a message with a Connection field has listed names. */
+	return has_connection &&
+	    http1_connection_lists(m, h->name, h->name_len);
 }
 
 /* ASCII case-insensitive name equality with '_' and '-' the same. */
@@ -608,6 +610,7 @@ build_upstream_head(struct evbuffer *out, const struct http1_msg *m,
     const struct uri *u, const struct route *rt)
 {
 	const struct upstream_conf *uc = &rt->rt_up;
+	int has_conn = http1_find(m, "connection", 0) != -1;
 	size_t i, j;
 
 	evbuffer_add(out, m->method, m->method_len);
@@ -627,7 +630,7 @@ build_upstream_head(struct evbuffer *out, const struct http1_msg *m,
 		/* Framing is written below from what the parser decided. */
 		if (http1_name_eq(h->name, h->name_len, "host") ||
 		    http1_name_eq(h->name, h->name_len, "content-length") ||
-		    is_hop_by_hop(m, h))
+		    is_hop_by_hop(m, h, has_conn))
 			continue;
 		/*
 		 * The sandbox can neither forge nor observe injected ones,
@@ -1241,6 +1244,7 @@ build_client_head(struct conn *c, const struct http1_msg *m)
 	struct request *rq = c->cn_req;
 	struct evbuffer *out = bufferevent_get_output(c->cn_bev);
 	char status[13] = "HTTP/1.1 000";
+	int has_conn = http1_find(m, "connection", 0) != -1;
 	size_t i;
 
 	status[9] = (char)('0' + m->status / 100);
@@ -1257,7 +1261,7 @@ build_client_head(struct conn *c, const struct http1_msg *m)
 		 * The framing the client sees is the one sluice relays by;
 		 * a HEAD or 304 response keeps its informative length.
 		 */
-		if (is_hop_by_hop(m, h) ||
+		if (is_hop_by_hop(m, h, has_conn) ||
 		    (m->body == HTTP1_BODY_LENGTH &&
 			http1_name_eq(h->name, h->name_len, "content-length")))
 			continue;

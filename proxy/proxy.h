@@ -37,6 +37,16 @@ struct config;
 #define SL_EXIT_USAGE   2
 #define SL_EXIT_RUNTIME 3 /* cannot bind, cannot apply rules */
 
+/* addr.c: "addr:port" text of an IPv4 or IPv6 socket address. */
+#define ADDR_STR_LEN 56 /* enough for "[v6]:port" and the NUL */
+size_t addr_str(const struct sockaddr *, char *buf, size_t len);
+
+/*
+ * digest.c: SHA-256 with the algorithm fetched once (hot paths). Returns
+ * 0, or -1 with out zeroed.
+ */
+int digest_sha256(const void *p, size_t n, unsigned char out[32]);
+
 /*
  * upstream.c: connections to upstreams. One struct upstream per route of a
  * loaded policy (DNS cache, idle pool, TLS session), one struct upconn per

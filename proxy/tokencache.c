@@ -127,7 +127,6 @@ token_cache_verify(struct token_cache *tc, uint64_t gen,
     int64_t now, int64_t leeway_s, struct token_claims *out)
 {
 	unsigned char key[32];
-	unsigned int klen = 0;
 	struct tc_entry *set, *e;
 	uint64_t h;
 	size_t i;
@@ -135,9 +134,7 @@ token_cache_verify(struct token_cache *tc, uint64_t gen,
 
 	/* Out-of-range input is refused by stage 1 without hashing it. */
 	if (tc == NULL || tc->tc_nsets == 0 || tok == NULL || len == 0 ||
-	    len > TOKEN_MAX_LEN ||
-	    EVP_Digest(tok, len, key, &klen, EVP_sha256(), NULL) != 1 ||
-	    klen != sizeof(key)) {
+	    len > TOKEN_MAX_LEN || digest_sha256(tok, len, key) == -1) {
 		if (tc != NULL) {
 			tc->tc_misses++;
 			metrics_token_cache(0);

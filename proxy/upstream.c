@@ -764,22 +764,7 @@ upconn_tls(const struct upconn *uc)
 int
 upconn_addr(const struct upconn *uc, char *buf, size_t len)
 {
-	const struct sockaddr_storage *ss = &uc->uc_addr;
-	char host[INET6_ADDRSTRLEN];
-
-	if (ss->ss_family == AF_INET) {
-		const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
-
-		inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host));
-		snprintf(buf, len, "%s:%u", host, ntohs(sin->sin_port));
-	} else if (ss->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
-
-		inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
-		snprintf(buf, len, "[%s]:%u", host, ntohs(s6->sin6_port));
-	} else {
-		snprintf(buf, len, "-");
-		return -1;
-	}
-	return 0;
+	return addr_str((const struct sockaddr *)&uc->uc_addr, buf, len) > 0 ?
+	    0 :
+	    -1;
 }
