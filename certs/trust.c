@@ -3,7 +3,10 @@
  * chain and the host name is OpenSSL's; this file only configures it and
  * adds the pin check that runs after a verified handshake.
  */
+#include <sys/stat.h>
+
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <openssl/err.h>
@@ -26,6 +29,38 @@ certs_err(char *why, size_t whylen, const char *what)
 	snprintf(why, whylen, "%s%s%s", what, buf[0] ? ": " : "", buf);
 }
 
+/*
+ * The system store, as OpenSSL's default paths name it (SSL_CERT_FILE and
+ * SSL_CERT_DIR honoured). The hashed directory is preferred to the bundle
+ * file: a directory is read lazily, one certificate per lookup, while the
+ * bundle is parsed whole at load (about 30 ms for Debian's), which would
+ * be most of sluice's start-up time.
+ */
+static int
+certs_system_store(SSL_CTX *ctx)
+{
+	const char *file = getenv(X509_get_default_cert_file_env());
+	const char *dir = getenv(X509_get_default_cert_dir_env());
+	struct stat st;
+	int have_dir;
+
+	if (dir == NULL)
+		dir = X509_get_default_cert_dir();
+	have_dir = stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+	if (file == NULL && !have_dir)
+		return SSL_CTX_set_default_verify_paths(ctx) == 1 ? 0 : -1;
+	/*
+	 * As OpenSSL's default paths do, a missing location is no error:
+	 * an empty store trusts nothing, and every handshake then fails.
+	 */
+	if (file != NULL)
+		(void)SSL_CTX_load_verify_file(ctx, file);
+	if (have_dir)
+		(void)SSL_CTX_load_verify_dir(ctx, dir);
+	ERR_clear_error();
+	return 0;
+}
+
 SSL_CTX *
 certs_client_ctx(const char *ca_file, char *why, size_t whylen)
 {
@@ -45,7 +80,7 @@ certs_client_ctx(const char *ca_file, char *why, size_t whylen)
 			certs_err(why, whylen, "cannot load CA file");
 			goto fail;
 		}
-	} else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+	} else if (certs_system_store(ctx) == -1) {
 		certs_err(why, whylen, "cannot load the system CA store");
 		goto fail;
 	}
