@@ -252,6 +252,12 @@ int np_expr_equal(const struct np_expr *a, const struct np_expr *b);
  */
 int np_apply(const struct np_ruleset *rs, char *why, size_t whylen);
 /*
+ * Keep the netlink socket of a successful transaction for the next one
+ * (on), or close the kept one (off). For a process that talks netlink
+ * repeatedly: closing a socket after a batch is slow in the kernel.
+ */
+void np_nl_keep(int on);
+/*
  * Delete the table in one batch (add-then-delete, so an absent table is
  * not an error). Returns 0 or -1 with why set.
  */

@@ -155,13 +155,42 @@ np_sockbuf(struct mnl_socket *nl, int force, int plain, size_t want)
 		(void)setsockopt(fd, SOL_SOCKET, plain, &v, sizeof(v));
 }
 
+/*
+ * With np_nl_keep(1) the socket of a transaction that went through is kept
+ * for the next one. Closing a netfilter netlink socket after a batch can
+ * take the kernel over 10 ms (measured: close(2) of the apply socket was
+ * most of sluice's start-up), and the daemon talks netlink again soon.
+ * Sequence numbers run on across kept sockets, so that no ACK of an old
+ * batch could be taken for one of a new batch.
+ */
+static int np_keep;
+static struct mnl_socket *np_kept;
+static uint32_t np_kept_portid;
+static uint32_t np_next_seq;
+
+void
+np_nl_keep(int on)
+{
+	np_keep = on;
+	if (!on && np_kept != NULL) {
+		mnl_socket_close(np_kept);
+		np_kept = NULL;
+	}
+}
+
 static int
 txn_init(struct np_txn *t, char *why, size_t whylen)
 {
 	memset(t, 0, sizeof(*t));
-	if ((t->t_nl = np_nl_open(&t->t_portid, why, whylen)) == NULL)
+	if (np_kept != NULL) {
+		t->t_nl = np_kept;
+		t->t_portid = np_kept_portid;
+		np_kept = NULL;
+	} else if ((t->t_nl = np_nl_open(&t->t_portid, why, whylen)) == NULL)
 		return -1;
-	t->t_seq = (uint32_t)time(NULL);
+	if (np_next_seq == 0)
+		np_next_seq = (uint32_t)time(NULL);
+	t->t_seq = np_next_seq;
 	t->t_batch = nftnl_batch_alloc(NP_BATCH_PAGE, NP_BATCH_OVERRUN);
 	if (t->t_batch == NULL) {
 		np_why(why, whylen, "netpolicy: out of memory");
@@ -171,12 +200,17 @@ txn_init(struct np_txn *t, char *why, size_t whylen)
 	return 0;
 }
 
+/* ok: the transaction completed (every ACK read), so the socket is clean. */
 static void
-txn_free(struct np_txn *t)
+txn_free(struct np_txn *t, int ok)
 {
 	if (t->t_batch != NULL)
 		nftnl_batch_free(t->t_batch);
-	if (t->t_nl != NULL)
+	np_next_seq = t->t_seq + 1;
+	if (t->t_nl != NULL && ok && np_keep && np_kept == NULL) {
+		np_kept = t->t_nl;
+		np_kept_portid = t->t_portid;
+	} else if (t->t_nl != NULL)
 		mnl_socket_close(t->t_nl);
 	free(t->t_msgs);
 	memset(t, 0, sizeof(*t));
@@ -929,13 +963,13 @@ np_apply(const struct np_ruleset *rs, char *why, size_t whylen)
 	if (txn_end(&t) == -1)
 		goto build_failed;
 	rc = txn_run(&t, why, whylen);
-	txn_free(&t);
+	txn_free(&t, rc == 0);
 	return rc;
 build_failed:
 	np_why(why, whylen,
 	    "netpolicy: cannot build the batch (out of memory "
 	    "or a name too long)");
-	txn_free(&t);
+	txn_free(&t, 0);
 	return -1;
 }
 
@@ -952,11 +986,11 @@ np_flush(const char *table, char *why, size_t whylen)
 	    txn_table(&t, table, NFT_MSG_DELTABLE, 0, "delete") == -1 ||
 	    txn_end(&t) == -1) {
 		np_why(why, whylen, "netpolicy: cannot build the batch");
-		txn_free(&t);
+		txn_free(&t, 0);
 		return -1;
 	}
 	rc = txn_run(&t, why, whylen);
-	txn_free(&t);
+	txn_free(&t, rc == 0);
 	return rc;
 }
 
@@ -975,10 +1009,10 @@ np_set_add(const char *table, const char *set, const struct np_elem *elems,
 	    txn_elems(&t, table, set, 0, elems, nelems) == -1 ||
 	    txn_end(&t) == -1) {
 		np_why(why, whylen, "netpolicy: cannot build the batch");
-		txn_free(&t);
+		txn_free(&t, 0);
 		return -1;
 	}
 	rc = txn_run(&t, why, whylen);
-	txn_free(&t);
+	txn_free(&t, rc == 0);
 	return rc;
 }

@@ -476,6 +476,7 @@ netguard_start(struct event_base *base, const struct config *cf, int enabled,
 		return 0;
 	if ((ng.want = netguard_ruleset(cf, why, whylen)) == NULL)
 		return -1;
+	np_nl_keep(1);
 	if (ng_apply(ng.want, why, whylen) == -1) {
 		np_ruleset_free(ng.want);
 		ng.want = NULL;
@@ -666,5 +667,6 @@ netguard_stop(const struct config *cf)
 			    ng.table);
 	}
 	np_ruleset_free(ng.want);
+	np_nl_keep(0);
 	memset(&ng, 0, sizeof(ng));
 }
