@@ -36,6 +36,7 @@
 #define CONN_AUDIT_STR     1024   /* bytes of host/path kept for audit */
 #define CONN_LINGER_MS     2000   /* reading after a last response */
 #define CONN_MAX_DENIALS   64     /* refusals in a row on one connection */
+#define CONN_LINGER_MAX    262144 /* bytes discarded while closing */
 
 enum conn_state {
 	CONN_S_IDLE = 0,    /* keep-alive: no request yet */
@@ -140,6 +141,7 @@ struct conn {
 	int cn_draining;
 	unsigned cn_denials; /* refusals in a row, for the cap */
 	int cn_lingering;    /* FLUSH: write side shut, discarding input */
+	size_t cn_discarded; /* FLUSH: input bytes thrown away */
 	struct sockaddr_in6 cn_peer; /* big enough for both families */
 };
 
@@ -472,7 +474,7 @@ conn_deny(struct conn *c, enum reason r, int keep)
 	 * costs an audit line, and it must not get them for free forever.
 	 */
 	if (status == 400 || status == 413 || status == 431 || status >= 500 ||
-	    draining || ++c->cn_denials > CONN_MAX_DENIALS ||
+	    draining || ++c->cn_denials >= CONN_MAX_DENIALS ||
 	    (rq != NULL && rq->rq_close))
 		keep = 0;
 	if (rq != NULL) {
@@ -1713,11 +1715,17 @@ conn_client_read_cb(struct bufferevent *bev, void *arg)
 	case CONN_S_EXCHANGE:
 		conn_req_body(c);
 		break;
-	case CONN_S_FLUSH:
+	case CONN_S_FLUSH: {
 		/* What follows a last response is not read, only dropped. */
-		evbuffer_drain(bufferevent_get_input(c->cn_bev),
-		    evbuffer_get_length(bufferevent_get_input(c->cn_bev)));
+		struct evbuffer *in = bufferevent_get_input(c->cn_bev);
+
+		c->cn_discarded += evbuffer_get_length(in);
+		evbuffer_drain(in, evbuffer_get_length(in));
+		/* Lingering is a courtesy; a flood ends it at once. */
+		if (c->cn_discarded > CONN_LINGER_MAX)
+			conn_close(c, "discarding too much");
 		break;
+	}
 	default:
 		/* UPSTREAM, TUNNEL_WAIT: bytes wait, bounded by watermark. */
 		break;

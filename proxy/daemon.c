@@ -664,14 +664,18 @@ cmd_run(int argc, char **argv)
 		log_warnx("state_dir: %s", why);
 		return SL_EXIT_RUNTIME;
 	}
+#ifdef SLUICE_BENCH_NO_AUDIT
+	/* A measurement build (CMake SLUICE_BENCH_NO_AUDIT): no audit log. */
+	log_warnx("measurement build without an audit log: not for use");
+#else
 	if ((d_audit = audit_open(&d_cf->cf_audit, d_cf->cf_state_dir, d_base,
 		 why, sizeof(why))) == NULL) {
 		log_warnx("audit: %s", why);
 		return SL_EXIT_RUNTIME;
 	}
-	/* lchown: the file was opened O_NOFOLLOW; never chown a link's target.
-	 */
-	if (d_cf->cf_user != NULL && geteuid() == 0 &&
+#endif
+	/* lchown: never the target of a link planted at the path. */
+	if (d_audit != NULL && d_cf->cf_user != NULL && geteuid() == 0 &&
 	    lchown(d_cf->cf_audit.ac_path, d_cf->cf_uid, d_cf->cf_gid) == -1)
 		log_warn("audit: chown %s", d_cf->cf_audit.ac_path);
 	if (d_cf->cf_admin_socket != NULL &&
