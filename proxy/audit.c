@@ -142,7 +142,7 @@ static size_t
 audit_escape(char *dst, size_t cap, const unsigned char *s, size_t len,
     size_t *used)
 {
-	size_t i = 0, o = 0;
+	size_t i = 0, o = 0, run;
 
 	while (i < len) {
 		const char *out;
@@ -150,6 +150,21 @@ audit_escape(char *dst, size_t cap, const unsigned char *s, size_t len,
 		size_t olen, step = 1;
 		unsigned int ctl = 0x100; /* none */
 
+		/* Most bytes are printable ASCII: copy such runs whole. */
+		for (run = i; run < len && s[run] >= 0x20 && s[run] < 0x7f &&
+		     s[run] != '"' && s[run] != '\\';
+		     run++)
+			;
+		if (run > i) {
+			if (run - i > cap - o)
+				run = i + (cap - o);
+			memcpy(dst + o, s + i, run - i);
+			o += run - i;
+			i = run;
+			if (o == cap)
+				break;
+			continue;
+		}
 		if (s[i] == '"' || s[i] == '\\') {
 			esc[0] = '\\';
 			esc[1] = (char)s[i];

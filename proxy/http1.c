@@ -200,26 +200,30 @@ static int
 next_line(const char *buf, size_t len, size_t off, size_t *eol, size_t *next,
     enum http1_err *err)
 {
-	size_t i;
+	const char *p = buf + off, *lf, *cr;
+	size_t n = len - off;
 
-	for (i = off; i < len; i++) {
-		if (buf[i] == '\n') {
-			*err = HTTP1_E_BARE_LF;
-			return -1;
-		}
-		if (buf[i] != '\r')
-			continue;
-		if (i + 1 == len)
+	/*
+	 * memchr, not a byte loop: heads are mostly long lines (tokens).
+	 * Whichever of the first CR and the first LF comes first decides.
+	 */
+	lf = memchr(p, '\n', n);
+	cr = memchr(p, '\r', lf != NULL ? (size_t)(lf - p) : n);
+	if (cr == NULL) {
+		if (lf == NULL)
 			return 0;
-		if (buf[i + 1] != '\n') {
-			*err = HTTP1_E_BARE_CR;
-			return -1;
-		}
-		*eol = i;
-		*next = i + 2;
-		return 1;
+		*err = HTTP1_E_BARE_LF;
+		return -1;
 	}
-	return 0;
+	if ((size_t)(cr - buf) + 1 == len)
+		return 0;
+	if (cr + 1 != lf) {
+		*err = HTTP1_E_BARE_CR;
+		return -1;
+	}
+	*eol = (size_t)(cr - buf);
+	*next = *eol + 2;
+	return 1;
 }
 
 /* Checks the version token, exactly "HTTP/1.0" or "HTTP/1.1". */
@@ -542,20 +546,27 @@ out:
 static int
 scan_new(const char *buf, size_t len, size_t last_len, int *saw_lf)
 {
-	size_t i;
+	size_t start = last_len > 0 ? last_len - 1 : 0, i;
+	const char *p;
 
-	/* One byte back: a CR that ended the last call has a successor now. */
-	for (i = last_len > 0 ? last_len - 1 : 0; i < len; i++) {
-		if (buf[i] == '\n') {
-			*saw_lf = 1;
-			if (i == 0 || buf[i - 1] != '\r')
-				return 1;
-			if (i >= 3 && buf[i - 2] == '\n' && buf[i - 3] == '\r')
-				return 1;
-		} else if (buf[i] == '\r' && i + 1 < len &&
-		    buf[i + 1] != '\n') {
+	if (start >= len)
+		return 0;
+	/* A CR followed by anything but LF. */
+	for (i = start; (p = memchr(buf + i, '\r', len - i)) != NULL;) {
+		i = (size_t)(p - buf);
+		if (i + 1 < len && buf[i + 1] != '\n')
 			return 1;
-		}
+		i++;
+	}
+	/* An LF: the end of a line, a bare LF, or the empty line. */
+	for (i = start; (p = memchr(buf + i, '\n', len - i)) != NULL;) {
+		i = (size_t)(p - buf);
+		*saw_lf = 1;
+		if (i == 0 || buf[i - 1] != '\r')
+			return 1;
+		if (i >= 3 && buf[i - 2] == '\n' && buf[i - 3] == '\r')
+			return 1;
+		i++;
 	}
 	return 0;
 }
