@@ -298,6 +298,11 @@ struct np_drop {
 };
 
 typedef void (*np_drop_cb)(void *arg, const struct np_drop *drop);
+/*
+ * The name of a transport protocol ("tcp", "udp", "icmp", "icmpv6"), or its
+ * number written into buf.
+ */
+const char *np_proto_name(uint8_t proto, char *buf, size_t len);
 
 struct np_nflog;
 

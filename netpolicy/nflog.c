@@ -372,3 +372,21 @@ np_nflog_read(struct np_nflog *nf, np_drop_cb cb, void *arg, uint64_t *lost,
 	}
 	return rc.n;
 }
+
+const char *
+np_proto_name(uint8_t proto, char *buf, size_t len)
+{
+	switch (proto) {
+	case IPPROTO_TCP:
+		return "tcp";
+	case IPPROTO_UDP:
+		return "udp";
+	case IPPROTO_ICMP:
+		return "icmp";
+	case IPPROTO_ICMPV6:
+		return "icmpv6";
+	default:
+		snprintf(buf, len, "%u", proto);
+		return buf;
+	}
+}

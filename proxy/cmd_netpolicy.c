@@ -112,24 +112,6 @@ np_cmd_verify(const struct config *cf, const struct np_ruleset *want)
 	return SL_EXIT_OK;
 }
 
-static const char *
-watch_proto(uint8_t p, char *buf, size_t len)
-{
-	switch (p) {
-	case IPPROTO_TCP:
-		return "tcp";
-	case IPPROTO_UDP:
-		return "udp";
-	case IPPROTO_ICMP:
-		return "icmp";
-	case IPPROTO_ICMPV6:
-		return "icmpv6";
-	default:
-		snprintf(buf, len, "%u", p);
-		return buf;
-	}
-}
-
 /* One JSON line per dropped packet; every field is an address or number. */
 static void
 watch_print(void *arg, const struct np_drop *d)
@@ -139,7 +121,7 @@ watch_print(void *arg, const struct np_drop *d)
 	(void)arg;
 	printf("{\"event\":\"net.drop\",\"proto\":\"%s\",\"src\":\"%s\","
 	       "\"dst\":\"%s\"",
-	    watch_proto(d->nd_proto, pbuf, sizeof(pbuf)), d->nd_src, d->nd_dst);
+	    np_proto_name(d->nd_proto, pbuf, sizeof(pbuf)), d->nd_src, d->nd_dst);
 	if (d->nd_has_ports)
 		printf(",\"sport\":%u,\"dport\":%u", d->nd_sport, d->nd_dport);
 	if (d->nd_has_uid)

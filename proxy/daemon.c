@@ -178,10 +178,15 @@ drop_privileges(const struct config *cf, int keep_netadmin, char *why,
 
 	if (cf->cf_user == NULL || geteuid() != 0)
 		goto harden;
+	/*
+	 * Without CAP_SETPCAP (a container that did not grant it) the bounding
+	 * set stays: no_new_privs below already keeps exec from gaining
+	 * capabilities.
+	 */
 	for (cap = 0; cap <= 63; cap++)
 		if (!(keep_netadmin && cap == CAP_NET_ADMIN) &&
 		    prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == -1 &&
-		    errno != EINVAL) {
+		    errno != EINVAL && errno != EPERM) {
 			snprintf(why, whylen, "PR_CAPBSET_DROP: %s",
 			    strerror(errno));
 			return -1;

@@ -304,24 +304,6 @@ ng_verify_cb(evutil_socket_t fd, short what, void *arg)
 	ng_verify_and_repair();
 }
 
-static const char *
-proto_name(uint8_t p, char *buf, size_t len)
-{
-	switch (p) {
-	case IPPROTO_TCP:
-		return "tcp";
-	case IPPROTO_UDP:
-		return "udp";
-	case IPPROTO_ICMP:
-		return "icmp";
-	case IPPROTO_ICMPV6:
-		return "icmpv6";
-	default:
-		snprintf(buf, len, "%u", p);
-		return buf;
-	}
-}
-
 static void
 ng_agg_flush(void)
 {
@@ -333,7 +315,7 @@ ng_agg_flush(void)
 	for (i = 0; i < ng.nagg; i++) {
 		struct ng_agg *ag = &ng.agg[i];
 		const char *proto =
-		    proto_name(ag->ag_proto, pbuf, sizeof(pbuf));
+		    np_proto_name(ag->ag_proto, pbuf, sizeof(pbuf));
 
 		total += ag->ag_count;
 		/* The cap on lines per second: the rest is only counted. */

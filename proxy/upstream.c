@@ -72,6 +72,7 @@ TAILQ_HEAD(upconn_list, upconn);
  */
 struct dnsq {
 	struct upstream *dq_up;
+	int dq_v6; /* an AAAA query (a failed one reports type 0) */
 };
 
 /*
@@ -309,37 +310,24 @@ upstream_dns_answer(struct upstream *up, int result, char type, int count,
 		upstream_resolved(up);
 }
 
-/*
- * One callback per query type: a failed query reports type 0, so the type
- * argument cannot tell which request ended.
- */
 static void
-upstream_dns4_cb(int result, char type, int count, int ttl, void *addrs,
+upstream_dns_cb(int result, char type, int count, int ttl, void *addrs,
     void *arg)
 {
 	struct dnsq *q = arg;
 	struct upstream *up = q->dq_up;
+	int v6 = q->dq_v6;
 
 	free(q);
 	if (up == NULL)
 		return;
-	up->up_req4 = NULL;
-	up->up_q4 = NULL;
-	upstream_dns_answer(up, result, type, count, ttl, addrs);
-}
-
-static void
-upstream_dns6_cb(int result, char type, int count, int ttl, void *addrs,
-    void *arg)
-{
-	struct dnsq *q = arg;
-	struct upstream *up = q->dq_up;
-
-	free(q);
-	if (up == NULL)
-		return;
-	up->up_req6 = NULL;
-	up->up_q6 = NULL;
+	if (v6) {
+		up->up_req6 = NULL;
+		up->up_q6 = NULL;
+	} else {
+		up->up_req4 = NULL;
+		up->up_q4 = NULL;
+	}
 	upstream_dns_answer(up, result, type, count, ttl, addrs);
 }
 
@@ -390,7 +378,7 @@ upstream_resolve(struct upstream *up)
 	if ((up->up_q4 = calloc(1, sizeof(*up->up_q4))) != NULL) {
 		up->up_q4->dq_up = up;
 		up->up_req4 = evdns_base_resolve_ipv4(up_dns, host,
-		    DNS_QUERY_NO_SEARCH, upstream_dns4_cb, up->up_q4);
+		    DNS_QUERY_NO_SEARCH, upstream_dns_cb, up->up_q4);
 	}
 	if (up->up_req4 == NULL) {
 		free(up->up_q4);
@@ -399,8 +387,9 @@ upstream_resolve(struct upstream *up)
 	}
 	if ((up->up_q6 = calloc(1, sizeof(*up->up_q6))) != NULL) {
 		up->up_q6->dq_up = up;
+		up->up_q6->dq_v6 = 1;
 		up->up_req6 = evdns_base_resolve_ipv6(up_dns, host,
-		    DNS_QUERY_NO_SEARCH, upstream_dns6_cb, up->up_q6);
+		    DNS_QUERY_NO_SEARCH, upstream_dns_cb, up->up_q6);
 	}
 	if (up->up_req6 == NULL) {
 		free(up->up_q6);

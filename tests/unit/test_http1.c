@@ -18,55 +18,24 @@
 #include <cmocka.h>
 
 #include "proxy/http1.h"
+#include "tests/unit/guard.h"
 
 #define MAXH      16   /* default header array */
 #define GUARD_CAP 8192 /* largest input */
 
 /* A buffer whose end is followed by an inaccessible page. */
-struct guard {
-	char *base;
-	size_t size; /* usable bytes before the PROT_NONE page */
-	size_t map_len;
-};
-
-static struct guard g;
-
 static int
 setup(void **state)
 {
-	long ps = sysconf(_SC_PAGESIZE);
-	size_t page = ps > 0 ? (size_t)ps : 4096;
-	size_t pages = (GUARD_CAP + page - 1) / page + 1;
-	void *p;
-
 	(void)state;
-	g.map_len = pages * page;
-	p = mmap(NULL, g.map_len, PROT_READ | PROT_WRITE,
-	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return -1;
-	g.base = p;
-	g.size = (pages - 1) * page;
-	return mprotect(g.base + g.size, page, PROT_NONE);
+	return guard_setup(GUARD_CAP);
 }
 
 static int
 teardown(void **state)
 {
 	(void)state;
-	return munmap(g.base, g.map_len);
-}
-
-/* Copies s[0..n) so that it ends right at the guard page. */
-static const char *
-guard_put(const char *s, size_t n)
-{
-	char *p;
-
-	assert_true(n <= g.size);
-	p = g.base + g.size - n;
-	memcpy(p, s, n);
-	return p;
+	return guard_teardown();
 }
 
 struct hcase {

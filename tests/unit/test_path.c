@@ -16,39 +16,20 @@
 #include <cmocka.h>
 
 #include "proxy/http1.h"
-
-static char *page2; /* two pages, the second PROT_NONE */
-static size_t pagesz;
+#include "tests/unit/guard.h"
 
 static int
 setup(void **state)
 {
-	long ps = sysconf(_SC_PAGESIZE);
-	void *p;
-
 	(void)state;
-	pagesz = ps > 0 ? (size_t)ps : 4096;
-	p = mmap(NULL, 2 * pagesz, PROT_READ | PROT_WRITE,
-	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return -1;
-	page2 = p;
-	return mprotect(page2 + pagesz, pagesz, PROT_NONE);
+	return guard_setup(1);
 }
 
 static int
 teardown(void **state)
 {
 	(void)state;
-	return munmap(page2, 2 * pagesz);
-}
-
-static const char *
-guard_put(const char *s, size_t n)
-{
-	assert_true(n <= pagesz);
-	memcpy(page2 + pagesz - n, s, n);
-	return page2 + pagesz - n;
+	return guard_teardown();
 }
 
 struct pcase {
