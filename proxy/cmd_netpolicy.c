@@ -121,7 +121,8 @@ watch_print(void *arg, const struct np_drop *d)
 	(void)arg;
 	printf("{\"event\":\"net.drop\",\"proto\":\"%s\",\"src\":\"%s\","
 	       "\"dst\":\"%s\"",
-	    np_proto_name(d->nd_proto, pbuf, sizeof(pbuf)), d->nd_src, d->nd_dst);
+	    np_proto_name(d->nd_proto, pbuf, sizeof(pbuf)), d->nd_src,
+	    d->nd_dst);
 	if (d->nd_has_ports)
 		printf(",\"sport\":%u,\"dport\":%u", d->nd_sport, d->nd_dport);
 	if (d->nd_has_uid)
