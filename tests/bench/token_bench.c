@@ -10,8 +10,10 @@
  * library built into build/bench (-DCMAKE_BUILD_TYPE=Release):
  *   cc -std=c11 -O2 -D_GNU_SOURCE -I. -I/usr/include/cjson \
  *       tests/bench/token_bench.c build/bench/proxy/libsluice_proxy.a \
- *       -lcjson -lssl -lcrypto -levent_core -levent_extra \
- *       -levent_openssl -o /tmp/token_bench && /tmp/token_bench
+ *       build/bench/netpolicy/libsluice_netpolicy.a \
+ *       build/bench/certs/libsluice_certs.a -lcjson -lssl -lcrypto \
+ *       -levent_core -levent_extra -levent_openssl -lnftnl -lmnl \
+ *       -o /tmp/token_bench && /tmp/token_bench
  */
 #include <stdint.h>
 #include <stdio.h>
