@@ -151,9 +151,8 @@ lower(unsigned char c)
 	return c >= 'A' && c <= 'Z' ? (unsigned char)(c + ('a' - 'A')) : c;
 }
 
-/* ASCII case-insensitive comparison of two byte runs of the same length. */
-static int
-case_eq(const char *a, const char *b, size_t n)
+int
+http1_case_eq(const char *a, const char *b, size_t n)
 {
 	size_t i;
 
@@ -182,7 +181,7 @@ list_has(const char *v, size_t n, const char *tok, size_t tlen)
 			s++;
 		while (e > s && is_ows((unsigned char)v[e - 1]))
 			e--;
-		if (e > s && e - s == tlen && case_eq(v + s, tok, tlen))
+		if (e > s && e - s == tlen && http1_case_eq(v + s, tok, tlen))
 			return 1;
 		i++; /* past the comma */
 	}
@@ -456,7 +455,8 @@ check_head(struct http1_msg *m, int response, int head_request)
 	 */
 	if (nte > 1 ||
 	    (te != NULL &&
-		(te->value_len != 7 || !case_eq(te->value, "chunked", 7))))
+		(te->value_len != 7 ||
+		    !http1_case_eq(te->value, "chunked", 7))))
 		return HTTP1_E_TE_NOT_CHUNKED;
 	if (te != NULL && m->minor == 0)
 		return HTTP1_E_TE_NOT_CHUNKED;
@@ -650,7 +650,7 @@ http1_err_name(enum http1_err e)
 int
 http1_name_eq(const char *name, size_t len, const char *lit)
 {
-	return strlen(lit) == len && case_eq(name, lit, len);
+	return strlen(lit) == len && http1_case_eq(name, lit, len);
 }
 
 /* Returns the index of the first field named lit at or after from, or -1. */

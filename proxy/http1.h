@@ -123,6 +123,8 @@ int http1_err_status(enum http1_err);
 /* A short stable name for an error ("bare_lf"), for logs and tests. */
 const char *http1_err_name(enum http1_err);
 
+/* ASCII case-insensitive equality of two byte runs of length n. */
+int http1_case_eq(const char *a, const char *b, size_t n);
 /* ASCII case-insensitive equality of a field name with a literal. */
 int http1_name_eq(const char *name, size_t len, const char *lit);
 /*

@@ -43,23 +43,6 @@ is_alpha(unsigned char c)
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
 
-static unsigned char
-lower(unsigned char c)
-{
-	return c >= 'A' && c <= 'Z' ? (unsigned char)(c + ('a' - 'A')) : c;
-}
-
-static int
-case_eq(const char *a, const char *b, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (lower((unsigned char)a[i]) != lower((unsigned char)b[i]))
-			return 0;
-	return 1;
-}
-
 /* unreserved / sub-delims of RFC 3986 §2: a reg-name's literal bytes. */
 static int
 is_regname_char(unsigned char c)
@@ -301,9 +284,9 @@ uri_parse_target(const char *p, size_t len, int connect, struct uri *u,
 		return 0;
 	}
 
-	if (len >= 7 && case_eq(p, "http://", 7)) {
+	if (len >= 7 && http1_case_eq(p, "http://", 7)) {
 		off = 7;
-	} else if (len >= 8 && case_eq(p, "https://", 8)) {
+	} else if (len >= 8 && http1_case_eq(p, "https://", 8)) {
 		off = 8;
 		u->https = 1;
 	} else if (memmem(p, len, "://", 3) != NULL) {
@@ -349,5 +332,5 @@ uri_parse_host(const char *p, size_t len, struct uri *u, const char **why)
 int
 uri_host_eq(const char *a, size_t alen, const char *b, size_t blen)
 {
-	return alen == blen && case_eq(a, b, alen);
+	return alen == blen && http1_case_eq(a, b, alen);
 }
