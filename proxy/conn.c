@@ -1021,14 +1021,10 @@ conn_step_head(struct conn *c)
 			c->cn_scan = 0;
 			/* The first request's deadline runs from accept. */
 			if (!evtimer_pending(c->cn_timer, NULL)) {
-				struct timeval tv;
+				struct timeval tv =
+				    sl_ms_tv(c->cn_req->rq_cf->cf_limits
+						 .header_timeout_ms);
 
-				l = &c->cn_req->rq_cf->cf_limits;
-				tv.tv_sec =
-				    (time_t)(l->header_timeout_ms / 1000);
-				tv.tv_usec =
-				    (suseconds_t)(l->header_timeout_ms % 1000) *
-				    1000;
 				evtimer_add(c->cn_timer, &tv);
 			}
 		}
@@ -1215,14 +1211,10 @@ static void
 conn_up_timeouts(struct conn *c, int waiting_head)
 {
 	const struct limits *l = &c->cn_req->rq_cf->cf_limits;
-	uint64_t ms =
-	    waiting_head ? l->upstream_response_timeout_ms : l->idle_timeout_ms;
-	struct timeval rd, wr;
-
-	rd.tv_sec = (time_t)(ms / 1000);
-	rd.tv_usec = (suseconds_t)(ms % 1000) * 1000;
-	wr.tv_sec = (time_t)(l->idle_timeout_ms / 1000);
-	wr.tv_usec = (suseconds_t)(l->idle_timeout_ms % 1000) * 1000;
+	struct timeval rd =
+	    sl_ms_tv(waiting_head ? l->upstream_response_timeout_ms :
+				    l->idle_timeout_ms);
+	struct timeval wr = sl_ms_tv(l->idle_timeout_ms);
 	bufferevent_set_timeouts(upconn_bev(c->cn_req->rq_up), &rd, &wr);
 }
 
@@ -1725,8 +1717,7 @@ conn_tunnel_ready_cb(struct upconn *uc, enum reason r, void *arg)
 	event_base_gettimeofday_cached(conn_base, &rq->rq_active);
 	evbuffer_add(out, "HTTP/1.1 200 Connection established\r\n\r\n", 39);
 	conn_set_state(c, CONN_S_TUNNEL);
-	tv.tv_sec = (time_t)(l->idle_timeout_ms / 1000);
-	tv.tv_usec = (suseconds_t)(l->idle_timeout_ms % 1000) * 1000;
+	tv = sl_ms_tv(l->idle_timeout_ms);
 	bufferevent_setcb(c->cn_bev, tunnel_read_cb, tunnel_write_cb,
 	    tunnel_event_cb, c);
 	bufferevent_setcb(ub, tunnel_read_cb, tunnel_write_cb, tunnel_event_cb,
@@ -1860,7 +1851,7 @@ conn_accept(struct event_base *base, int fd, size_t listener_idx,
 	struct config *cf = daemon_config();
 	const struct limits *l = &cf->cf_limits;
 	struct conn *c;
-	struct timeval idle;
+	struct timeval idle, head;
 	int one = 1;
 
 	conn_base = base;
@@ -1889,20 +1880,14 @@ conn_accept(struct event_base *base, int fd, size_t listener_idx,
 	bufferevent_setcb(c->cn_bev, conn_client_read_cb, conn_client_write_cb,
 	    conn_client_event_cb, c);
 	bufferevent_setwatermark(c->cn_bev, EV_WRITE, CONN_LOW_WATER, 0);
-	idle.tv_sec = (time_t)(l->idle_timeout_ms / 1000);
-	idle.tv_usec = (suseconds_t)(l->idle_timeout_ms % 1000) * 1000;
+	idle = sl_ms_tv(l->idle_timeout_ms);
 	bufferevent_set_timeouts(c->cn_bev, &idle, &idle);
 	TAILQ_INSERT_TAIL(&conns, c, cn_entry);
 	nconns++;
 	metrics_conn_active(1);
 	/* The header timeout runs from accept (slowloris), not first byte. */
-	{
-		struct timeval tv;
-
-		tv.tv_sec = (time_t)(l->header_timeout_ms / 1000);
-		tv.tv_usec = (suseconds_t)(l->header_timeout_ms % 1000) * 1000;
-		evtimer_add(c->cn_timer, &tv);
-	}
+	head = sl_ms_tv(l->header_timeout_ms);
+	evtimer_add(c->cn_timer, &head);
 	/* Writing is armed only while a response waits (out_flush). */
 	bufferevent_disable(c->cn_bev, EV_WRITE);
 	bufferevent_enable(c->cn_bev, EV_READ);
@@ -1918,15 +1903,9 @@ conn_refuse(int fd, size_t listener_idx, const struct sockaddr *peer)
 	    NULL;
 	struct evbuffer *b = evbuffer_new();
 	struct audit *a = daemon_audit();
-	char client[64] = "-";
-	struct conn tmp;
+	char client[ADDR_STR_LEN];
 
-	memset(&tmp, 0, sizeof(tmp));
-	if (peer->sa_family == AF_INET)
-		memcpy(&tmp.cn_peer, peer, sizeof(struct sockaddr_in));
-	else if (peer->sa_family == AF_INET6)
-		memcpy(&tmp.cn_peer, peer, sizeof(struct sockaddr_in6));
-	peer_str(&tmp, client, sizeof(client));
+	(void)addr_str(peer, client, sizeof(client));
 	if (b != NULL) {
 		write_denial(b, REASON_TOO_MANY_CONNECTIONS, 0, 1);
 		/* Best effort: a fresh socket's send buffer takes it whole. */

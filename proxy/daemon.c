@@ -441,8 +441,7 @@ daemon_drain(void)
 	admin_close();
 	conn_drain();
 	gettimeofday(&deadline, NULL);
-	d.tv_sec = (time_t)(ms / 1000);
-	d.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+	d = sl_ms_tv(ms);
 	timeradd(&deadline, &d, &deadline);
 	d_drain_ev =
 	    event_new(d_base, -1, EV_PERSIST, drain_check_cb, &deadline);

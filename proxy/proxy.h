@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,6 +37,17 @@ struct config;
 #define SL_EXIT_INVALID 1 /* invalid input, verification failed */
 #define SL_EXIT_USAGE   2
 #define SL_EXIT_RUNTIME 3 /* cannot bind, cannot apply rules */
+
+/* A duration in milliseconds (limits are) as a struct timeval. */
+static inline struct timeval
+sl_ms_tv(uint64_t ms)
+{
+	struct timeval tv;
+
+	tv.tv_sec = (time_t)(ms / 1000);
+	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+	return tv;
+}
 
 /* addr.c: "addr:port" text of an IPv4 or IPv6 socket address. */
 #define ADDR_STR_LEN 56 /* enough for "[v6]:port" and the NUL */

@@ -599,8 +599,7 @@ upconn_start_connect(struct upconn *uc)
 	bufferevent_set_max_single_write(uc->uc_bev, UPSTREAM_IO_MAX);
 	bufferevent_setcb(uc->uc_bev, NULL, NULL, upconn_connect_event_cb, uc);
 	/* The connect timeout covers TCP and TLS handshakes together. */
-	tv.tv_sec = (time_t)(l->connect_timeout_ms / 1000);
-	tv.tv_usec = (suseconds_t)(l->connect_timeout_ms % 1000) * 1000;
+	tv = sl_ms_tv(l->connect_timeout_ms);
 	bufferevent_set_timeouts(uc->uc_bev, &tv, &tv);
 	bufferevent_enable(uc->uc_bev, EV_READ | EV_WRITE);
 	/*
