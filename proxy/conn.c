@@ -400,7 +400,7 @@ request_log(struct conn *c)
 	if (rq->rq_upaddr[0] != '\0')
 		audit_add_cstr(a, "upstream", rq->rq_upaddr);
 	if (rq->rq_auth_removed)
-		audit_add_cstr(a, "authorization_removed", "true");
+		audit_add_bool(a, "authorization_removed", 1);
 	(void)audit_commit(a);
 }
 

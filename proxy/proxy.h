@@ -473,6 +473,7 @@ audit_add_str(struct audit *, const char *key, const char *val, size_t len);
 void audit_add_cstr(struct audit *, const char *key, const char *val);
 void audit_add_int(struct audit *, const char *key, int64_t val);
 void audit_add_uint(struct audit *, const char *key, uint64_t val);
+void audit_add_bool(struct audit *, const char *key, int val);
 /* Add len bytes as a lower-case hex string (e.g. a SHA-256). */
 void audit_add_hex(struct audit *, const char *key, const unsigned char *p,
     size_t len);
