@@ -359,8 +359,12 @@ request_log(struct conn *c)
 		return;
 	lc = conn_listener(c, rq->rq_cf);
 	peer_str(c, client, sizeof(client));
-	if (!allow) {
-		/* A repeat of a refusal just logged is counted, not written. */
+	/*
+	 * A repeat of a refusal just logged is counted, not written; not
+	 * while the log is failed, where each line retries the write that
+	 * ends that state.
+	 */
+	if (!allow && !audit_failed(a)) {
 		struct clients_refusal cr = {
 			(const struct sockaddr *)&c->cn_peer, rq->rq_connect,
 			rq->rq_reason, rq->rq_status, rq->rq_id, client,
@@ -2160,7 +2164,7 @@ conn_refuse(int fd, size_t listener_idx, const struct sockaddr *peer,
 	cr.cr_id = id;
 	cr.cr_client = client;
 	cr.cr_listener = lc != NULL ? lc->lc_name : "";
-	if (a != NULL && clients_aggregate(&cr)) {
+	if (a != NULL && (audit_failed(a) || clients_aggregate(&cr))) {
 		audit_begin(a, "http.request");
 		audit_add_cstr(a, "id", id);
 		audit_add_cstr(a, "decision", "deny");
