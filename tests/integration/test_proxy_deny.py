@@ -74,8 +74,10 @@ class TestDeny(st.ProxyTestCase):
         h, t = cls.h, cls.h.topo
         cert, key = h.ca.issue("model-up", ["DNS:model-up.test",
                                             "DNS:other-up.test",
-                                            "IP:" + t.v4(2)])
-        cls.up = h.fakeup("main", ["%s:443" % t.v4(2)], cert, key)
+                                            "IP:" + t.v4(2),
+                                            "IP:" + t.v6(2)])
+        cls.up = h.fakeup("main", ["%s:443" % t.v4(2),
+                                   "[%s]:443" % t.v6(2)], cert, key)
         h.dns_server({"model-up.test": {"A": [t.v4(2)]},
                       "other-up.test": {"A": [t.v4(2)]}})
         ca = h.ca.cert
@@ -89,6 +91,7 @@ class TestDeny(st.ProxyTestCase):
                       prefixes=["/v1/other"]),
             pol.route("noconn", ["noconn.test"], "https://%s/nc" % t.v4(2),
                       ca, connect=False),
+            pol.route("v6", ["v6.test"], "https://[%s]/v6" % t.v6(2), ca),
         ]
         listeners = [pol.forward("fwd", "127.0.0.1:3128"),
                      pol.reverse("rev", "127.0.0.1:8080", "model")]
@@ -300,6 +303,28 @@ class TestDeny(st.ProxyTestCase):
                 self.assertEqual(r.status, 200, r)
                 self.up.log.wait_for(m, "accept")
 
+    def test_connect_host_without_port_ipv6(self):
+        v6 = self.h.topo.v6(2)
+        tok = self.h.token("v6")
+        for host in ("[%s]" % v6, "[%s]" % v6.upper(), "[%s]:443" % v6):
+            with self.subTest(host=host):
+                m = self.up.log.mark()
+                with self.h.raw(3128) as c:
+                    r = c.request((
+                        "CONNECT [%s]:443 HTTP/1.1\r\nHost: %s\r\n"
+                        "Proxy-Authorization: Bearer %s\r\n\r\n" % (
+                            v6, host, tok)).encode(), method="CONNECT")
+                self.assertEqual(r.status, 200, r)
+                self.up.log.wait_for(m, "accept")
+        for host in (v6, "[%s1]" % v6, "[%s]:444" % v6):
+            with self.subTest(host=host):
+                with self.h.raw(3128) as c:
+                    r = c.request((
+                        "CONNECT [%s]:443 HTTP/1.1\r\nHost: %s\r\n"
+                        "Proxy-Authorization: Bearer %s\r\n\r\n" % (
+                            v6, host, tok)).encode(), method="CONNECT")
+                self.assertDenied(r, 400, "bad_request")
+
     def test_connect_other_host_is_bad_request(self):
         for host in ("other-up.test", "model-up.test:444",
                      "model-up.test.evil", "[2001:2::1]", "model-up.tes"):
@@ -437,8 +462,10 @@ class TestDestination(st.ProxyTestCase):
     def build(cls):
         h, t = cls.h, cls.h.topo
         cert, key = h.ca.issue("model-up", ["DNS:model-up.test",
-                                            "IP:" + t.v4(2)])
-        cls.up = h.fakeup("main", ["%s:443" % t.v4(2)], cert, key)
+                                            "IP:" + t.v4(2),
+                                            "IP:" + t.v6(2)])
+        cls.up = h.fakeup("main", ["%s:443" % t.v4(2),
+                                   "[%s]:443" % t.v6(2)], cert, key)
         h.dns_server({
             "model-up.test": {"A": [t.v4(2)]},
             "private-up.test": {"A": ["10.0.0.1"]},

@@ -60,6 +60,7 @@ class TestFairness(st.ProxyTestCase):
             pol.reverse("rev", "%s:8080" % cls.addr_a, "model")], routes,
             {"max_connections": 1000, "header_timeout_ms": 60000,
              "idle_timeout_ms": 60000})
+        cls.conn_doc["metrics"] = {"listen": "%s:9464" % cls.addr_a}
         cls.conns = h.sluice("conns", cls.conn_doc)
 
     # -- helpers -----------------------------------------------------------
@@ -230,6 +231,56 @@ class TestFairness(st.ProxyTestCase):
         self.assertEqual(refused[0]["client"].rsplit(":", 1)[0],
                          self.addr_a)
         self.assertEqual(refused[0]["status"], 503)
+
+
+    # -- 14: the metrics listener over TCP ----------------------------------
+
+    def metrics(self, raw, timeout=5.0):
+        with RawClient(self.h.sbx, self.addr_a, 9464, timeout=timeout) as c:
+            c.send(raw)
+            r = c.read_response(timeout=timeout)
+            self.assertClosed(c)
+            return r
+
+    def test_metrics_listener_strict(self):
+        r = self.metrics(b"GET /metrics HTTP/1.0\r\n\r\n")
+        self.assertEqual(r.status, 200, r)
+        self.assertIn(b"sluice_connections_active", r.body)
+        for raw in (b"GET /metrics HTTP/1.1\nHost: x\n\n",
+                    b"GET /metrics HTTP/1.1\r\n\r\n",
+                    b"GET /metrics HTTP/1.1\r\nHost: x\r\n fold\r\n\r\n",
+                    b"GET /metrics HTTP/1.0\r\nA : b\r\n\r\n"):
+            with self.subTest(raw=raw):
+                r = self.metrics(raw)
+                self.assertEqual(r.status, 400, r)
+                self.assertNotIn(b"sluice_", r.body)
+        self.assertEqual(self.metrics(b"GET /x HTTP/1.0\r\n\r\n").status,
+                         404)
+
+    def test_metrics_listener_capped(self):
+        idle = [RawClient(self.h.sbx, self.addr_a, 9464) for _ in range(16)]
+        try:
+            time.sleep(0.3)
+            r = self.metrics(b"GET /metrics HTTP/1.0\r\n\r\n")
+            self.assertEqual(r.status, 503, r)
+            self.assertNotIn(b"sluice_", r.body)
+            idle.pop().close()
+            time.sleep(0.3)
+            r = self.metrics(b"GET /metrics HTTP/1.0\r\n\r\n")
+            self.assertEqual(r.status, 200, r)
+        finally:
+            for c in idle:
+                c.close()
+
+
+    def test_metrics_listener_times_out(self):
+        # A scrape that never completes its head is closed 10 s after
+        # accept (a slowloris cannot keep a slot).
+        with RawClient(self.h.sbx, self.addr_a, 9464, timeout=15) as c:
+            c.send(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            t0 = time.monotonic()
+            self.assertTrue(c.closed(timeout=13.0), "left open")
+            self.assertGreater(time.monotonic() - t0, 8.0)
 
 
 if __name__ == "__main__":
