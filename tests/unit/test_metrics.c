@@ -721,8 +721,8 @@ test_listener_strict_and_capped(void **state)
 		"GET /metrics HTTP/2.0\r\n\r\n",
 		"GET  /metrics HTTP/1.0\r\n\r\n",
 		"GET /metrics HTTP/1.0\r\nX : y\r\n\r\n",
-		"GET /metrics HTTP/1.0\r\nContent-Length: 1\r\n"
-		"Transfer-Encoding: chunked\r\n\r\n",
+		("GET /metrics HTTP/1.0\r\nContent-Length: 1\r\n"
+		 "Transfer-Encoding: chunked\r\n\r\n"),
 	};
 	struct event_base *base = event_base_new();
 	char dir[] = "/tmp/sluice-test-metrics-XXXXXX";
