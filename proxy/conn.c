@@ -703,9 +703,11 @@ conn_deny(struct conn *c, enum reason r, int keep)
 	reverse = lc != NULL && lc->lc_type == LISTENER_REVERSE;
 	/*
 	 * A client refused too often in one second is told to slow down, and
-	 * shown the door (issue: refusals must not be free).
+	 * shown the door: refusals must not be free. An upstream's failure is
+	 * not the client's and is not charged.
 	 */
-	if (clients_refusal((const struct sockaddr *)&c->cn_peer, daemon_now(),
+	if (!reason_is_upstream(r) &&
+	    clients_refusal((const struct sockaddr *)&c->cn_peer, daemon_now(),
 		cf->cf_limits.per_client_refusals_per_s))
 		r = REASON_RATE_LIMITED;
 	status = reason_status(r, 0);

@@ -49,6 +49,13 @@ reason_is_token(enum reason r)
 }
 
 int
+reason_is_upstream(enum reason r)
+{
+	return r >= REASON_UPSTREAM_UNREACHABLE &&
+	    r <= REASON_UPSTREAM_BAD_RESPONSE;
+}
+
+int
 reason_status(enum reason r, int reverse)
 {
 	switch (r) {

@@ -46,6 +46,7 @@ enum reason {
 extern const char *const reason_str[REASON__COUNT];
 const char *reason_name(enum reason);
 int reason_is_token(enum reason);
+int reason_is_upstream(enum reason); /* upstream_* */
 /*
  * The HTTP status a denial with this reason is answered with; reverse is
  * non-zero on a reverse listener (token failures are 401 there, 407 on a

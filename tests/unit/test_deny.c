@@ -140,6 +140,28 @@ test_body_json(void **state)
 }
 
 static void
+test_upstream_reasons(void **state)
+{
+	enum reason r;
+	int n = 0;
+
+	(void)state;
+	for (r = 0; r < REASON__COUNT; r++)
+		if (reason_is_upstream(r)) {
+			assert_int_equal(strncmp(reason_name(r), "upstream_",
+					     9),
+			    0);
+			n++;
+		} else
+			assert_int_not_equal(strncmp(reason_name(r),
+						 "upstream_", 9),
+			    0);
+	assert_int_equal(n, 4);
+	assert_int_equal(reason_status(REASON_RATE_LIMITED, 0), 429);
+	assert_string_equal(reason_name(REASON_RATE_LIMITED), "rate_limited");
+}
+
+static void
 test_clean(void **state)
 {
 	char out[16], big[2000];
@@ -290,6 +312,7 @@ main(void)
 		cmocka_unit_test(test_status_line_and_headers),
 		cmocka_unit_test(test_body_json),
 		cmocka_unit_test(test_clean),
+		cmocka_unit_test(test_upstream_reasons),
 		cmocka_unit_test(test_refusal_budget),
 		cmocka_unit_test(test_conn_counts),
 		cmocka_unit_test(test_aggregate),
