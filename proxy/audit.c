@@ -415,6 +415,15 @@ audit_add_uint(struct audit *a, const char *key, uint64_t val)
 }
 
 void
+audit_add_bool(struct audit *a, const char *key, int val)
+{
+	if (val)
+		audit_put_raw(a, key, "true", 4);
+	else
+		audit_put_raw(a, key, "false", 5);
+}
+
+void
 audit_add_hex(struct audit *a, const char *key, const unsigned char *p,
     size_t len)
 {

@@ -1142,7 +1142,8 @@ load_limits(struct cfctx *cx, const cJSON *root)
 	static const char *const keys[] = { "max_header_bytes", "max_headers",
 		"max_body_bytes", "max_connections", "header_timeout_ms",
 		"idle_timeout_ms", "connect_timeout_ms",
-		"upstream_response_timeout_ms", "drain_timeout_ms", NULL };
+		"upstream_response_timeout_ms", "drain_timeout_ms",
+		"per_client_connections", "per_client_refusals_per_s", NULL };
 	struct limits *l = &cx->cf->cf_limits;
 	const cJSON *obj = cJSON_GetObjectItemCaseSensitive(root, "limits");
 	const char *jp = "limits";
@@ -1156,6 +1157,8 @@ load_limits(struct cfctx *cx, const cJSON *root)
 	l->connect_timeout_ms = 5000;
 	l->upstream_response_timeout_ms = 300000;
 	l->drain_timeout_ms = 10000;
+	l->per_client_connections = 256;
+	l->per_client_refusals_per_s = 20;
 	if (obj == NULL)
 		return 0;
 	if (cf_keys(cx, jp, obj, keys) == -1 ||
@@ -1176,7 +1179,11 @@ load_limits(struct cfctx *cx, const cJSON *root)
 	    cf_uint(cx, jp, obj, "upstream_response_timeout_ms", 100, 86400000,
 		&l->upstream_response_timeout_ms) == -1 ||
 	    cf_uint(cx, jp, obj, "drain_timeout_ms", 0, 3600000,
-		&l->drain_timeout_ms) == -1)
+		&l->drain_timeout_ms) == -1 ||
+	    cf_uint(cx, jp, obj, "per_client_connections", 1, 1000000,
+		&l->per_client_connections) == -1 ||
+	    cf_uint(cx, jp, obj, "per_client_refusals_per_s", 0, 1000000,
+		&l->per_client_refusals_per_s) == -1)
 		return -1;
 	return 0;
 }
@@ -1715,6 +1722,10 @@ config_print(const struct config *cf, FILE *f)
 	    (double)l->upstream_response_timeout_ms);
 	cJSON_AddNumberToObject(o, "drain_timeout_ms",
 	    (double)l->drain_timeout_ms);
+	cJSON_AddNumberToObject(o, "per_client_connections",
+	    (double)l->per_client_connections);
+	cJSON_AddNumberToObject(o, "per_client_refusals_per_s",
+	    (double)l->per_client_refusals_per_s);
 	o = cJSON_AddObjectToObject(root, "audit");
 	cJSON_AddStringToObject(o, "path", cf->cf_audit.ac_path);
 	cJSON_AddStringToObject(o, "fsync", fsyncs[cf->cf_audit.ac_fsync]);

@@ -128,6 +128,12 @@ struct request {
 	struct timeval rq_active; /* tunnel: last byte either way */
 	int rq_shut[2];           /* tunnel: write side shut down */
 	int64_t rq_expires;       /* tunnel: token exp + leeway */
+	int64_t rq_exp;           /* the verified token's exp claim */
+	uint64_t rq_budget_limit; /* the decision's budget limit */
+	const char *rq_detail;    /* bad_request: what was wrong */
+	int rq_auth_strip;        /* Authorization is not the token */
+	int rq_auth_removed;      /* ... and was removed upstream */
+	char rq_id[CLIENTS_ID_LEN];
 };
 
 /*
@@ -145,6 +151,7 @@ struct conn {
 	int cn_draining;
 	unsigned cn_denials; /* refusals in a row, for the cap */
 	int cn_lingering;    /* FLUSH: write side shut, discarding input */
+	int cn_counted;      /* counted in clients_conn_add() */
 	size_t cn_discarded; /* FLUSH: input bytes thrown away */
 	struct sockaddr_in6 cn_peer; /* big enough for both families */
 };
@@ -315,6 +322,7 @@ request_new(struct conn *c)
 		return NULL;
 	rq->rq_cf = config_ref(daemon_config());
 	rq->rq_reason = REASON_BAD_REQUEST;
+	clients_next_id(rq->rq_id, sizeof(rq->rq_id));
 	event_base_gettimeofday_cached(conn_base, &rq->rq_start);
 	c->cn_req = rq;
 	return rq;
@@ -351,7 +359,27 @@ request_log(struct conn *c)
 		return;
 	lc = conn_listener(c, rq->rq_cf);
 	peer_str(c, client, sizeof(client));
+	/*
+	 * A repeat of a refusal just logged is counted, not written; not
+	 * while the log is failed, where each line retries the write that
+	 * ends that state.
+	 */
+	if (!allow && !audit_failed(a)) {
+		struct clients_refusal cr = {
+			(const struct sockaddr *)&c->cn_peer, rq->rq_connect,
+			rq->rq_reason, rq->rq_status, rq->rq_id, client,
+			lc != NULL ? lc->lc_name : "", route,
+			rq->rq_sub[0] != '\0' ? rq->rq_sub : NULL,
+			rq->rq_jti[0] != '\0' ? rq->rq_jti : NULL,
+			rq->rq_method[0] != '\0' ? rq->rq_method : NULL,
+			rq->rq_host, rq->rq_connect ? NULL : rq->rq_path
+		};
+
+		if (!clients_aggregate(&cr))
+			return;
+	}
 	audit_begin(a, rq->rq_connect ? "connect.tunnel" : "http.request");
+	audit_add_cstr(a, "id", rq->rq_id);
 	audit_add_cstr(a, "decision", allow ? "allow" : "deny");
 	audit_add_cstr(a, "reason", reason_name(rq->rq_reason));
 	audit_add_cstr(a, "listener", lc != NULL ? lc->lc_name : "");
@@ -375,6 +403,8 @@ request_log(struct conn *c)
 	audit_add_int(a, "duration_ms", (int64_t)(secs * 1000.0));
 	if (rq->rq_upaddr[0] != '\0')
 		audit_add_cstr(a, "upstream", rq->rq_upaddr);
+	if (rq->rq_auth_removed)
+		audit_add_bool(a, "authorization_removed", 1);
 	(void)audit_commit(a);
 }
 
@@ -431,6 +461,9 @@ conn_close(struct conn *c, const char *why)
 	conn_set_state(c, CONN_S_CLOSED);
 	TAILQ_REMOVE(&conns, c, cn_entry);
 	nconns--;
+	if (c->cn_counted)
+		clients_conn_del((const struct sockaddr *)&c->cn_peer);
+	c->cn_counted = 0;
 	metrics_conn_active(-1);
 	if (c->cn_bev != NULL) {
 		bufferevent_setcb(c->cn_bev, NULL, NULL, NULL, NULL);
@@ -459,58 +492,197 @@ conn_close(struct conn *c, const char *why)
 }
 
 /*
- * Responses sluice writes itself.
+ * Responses sluice writes itself: the one-sentence message of a denial
+ * (DESIGN.md "Responses to denials"). Values from the sandbox go through
+ * deny_clean(); nothing secret is ever part of one.
  */
-static const char *
-status_text(int status)
-{
-	switch (status) {
-	case 200:
-		return "OK";
-	case 400:
-		return "Bad Request";
-	case 401:
-		return "Unauthorized";
-	case 403:
-		return "Forbidden";
-	case 407:
-		return "Proxy Authentication Required";
-	case 413:
-		return "Content Too Large";
-	case 429:
-		return "Too Many Requests";
-	case 431:
-		return "Request Header Fields Too Large";
-	case 502:
-		return "Bad Gateway";
-	case 503:
-		return "Service Unavailable";
-	case 504:
-		return "Gateway Timeout";
-	default:
-		return "Error";
-	}
-}
+#define MSG_VAL 96 /* bytes of a sandbox value in a message */
 
 static void
-write_denial(struct evbuffer *out, enum reason r, int reverse, int close)
+deny_message(struct conn *c, enum reason r, int reverse, char *msg, size_t len)
 {
-	int status = reason_status(r, reverse);
-	const char *name = reason_name(r);
+	struct request *rq = c->cn_req;
+	const struct config *cf = rq != NULL ? rq->rq_cf : daemon_config();
+	const struct limits *l = &cf->cf_limits;
+	const struct route *rt = rq != NULL ? rq->rq_route : NULL;
+	const char *aud = rt != NULL ? rt->rt_audience : "";
+	char host[MSG_VAL], path[MSG_VAL], method[32], jti[MSG_VAL];
+	char prefixes[160];
+	size_t i, n;
 
-	evbuffer_add_printf(out,
-	    "HTTP/1.1 %d %s\r\n"
-	    "Sluice-Deny: %s\r\n"
-	    "Content-Type: application/json\r\n"
-	    "Content-Length: %zu\r\n"
-	    "%s%s"
-	    "\r\n"
-	    "{\"error\":\"%s\"}",
-	    status, status_text(status), name, strlen(name) + 12,
-	    reason_is_token(r) ? (reverse ? "WWW-Authenticate: Bearer\r\n" :
-					    "Proxy-Authenticate: Bearer\r\n") :
-				 "",
-	    close ? "Connection: close\r\n" : "", name);
+	host[0] = path[0] = method[0] = jti[0] = prefixes[0] = '\0';
+	if (rq != NULL) {
+		if (rq->rq_host != NULL)
+			deny_clean(host, sizeof(host), rq->rq_host,
+			    strlen(rq->rq_host));
+		if (rq->rq_path != NULL)
+			deny_clean(path, sizeof(path), rq->rq_path,
+			    strlen(rq->rq_path));
+		deny_clean(method, sizeof(method), rq->rq_method,
+		    strlen(rq->rq_method));
+		deny_clean(jti, sizeof(jti), rq->rq_jti, strlen(rq->rq_jti));
+	}
+	switch (r) {
+	case REASON_TOKEN_MISSING:
+		snprintf(msg, len,
+		    "no run token: send it as %sAuthorization: Bearer <token>",
+		    reverse ? "" : "Proxy-");
+		break;
+	case REASON_TOKEN_MALFORMED:
+		snprintf(msg, len,
+		    "the run token or the header that carries it is malformed");
+		break;
+	case REASON_TOKEN_UNSUPPORTED_ALG:
+		snprintf(msg, len,
+		    "the run token's alg is not the algorithm of its key");
+		break;
+	case REASON_TOKEN_UNKNOWN_KID:
+		snprintf(msg, len,
+		    "the run token's kid names no configured key, or is "
+		    "missing while several keys are configured");
+		break;
+	case REASON_TOKEN_BAD_SIGNATURE:
+		snprintf(msg, len, "the run token's signature does not verify");
+		break;
+	case REASON_TOKEN_EXPIRED:
+		if (rq != NULL && rq->rq_exp != 0)
+			snprintf(msg, len, "run token expired %lld s ago",
+			    (long long)(daemon_now() - rq->rq_exp));
+		else
+			snprintf(msg, len, "run token expired");
+		break;
+	case REASON_TOKEN_NOT_YET_VALID:
+		snprintf(msg, len,
+		    "run token is not valid yet: its nbf or iat is more than "
+		    "tokens.leeway_s (%lld s) in the future",
+		    (long long)cf->cf_tokens.tc_leeway_s);
+		break;
+	case REASON_TOKEN_LIFETIME_TOO_LONG:
+		snprintf(msg, len,
+		    "run token lifetime is longer than tokens.max_ttl_s");
+		break;
+	case REASON_TOKEN_WRONG_AUDIENCE:
+		snprintf(msg, len, "run token audience does not include %s",
+		    aud);
+		break;
+	case REASON_TOKEN_WRONG_ISSUER:
+		snprintf(msg, len,
+		    "run token iss is missing or not the configured issuer");
+		break;
+	case REASON_TOKEN_REVOKED:
+		snprintf(msg, len, "run token %s has been revoked", jti);
+		break;
+	case REASON_BUDGET_EXHAUSTED:
+		if (rq != NULL && rq->rq_budget_limit != 0)
+			snprintf(msg, len,
+			    "run token %s used its budget of %llu requests",
+			    jti, (unsigned long long)rq->rq_budget_limit);
+		else
+			snprintf(msg, len,
+			    "run token %s used its request budget", jti);
+		break;
+	case REASON_ROUTE_NOT_FOUND:
+		snprintf(msg, len, "host %s matches no route", host);
+		break;
+	case REASON_METHOD_NOT_ALLOWED:
+		if (rq != NULL && rq->rq_connect)
+			snprintf(msg, len, "CONNECT is not enabled on route %s",
+			    aud);
+		else
+			snprintf(msg, len,
+			    "method %s is not allowed on route %s", method,
+			    aud);
+		break;
+	case REASON_PATH_NOT_ALLOWED: {
+		size_t bad;
+
+		if (rq != NULL && rq->rq_path != NULL &&
+		    path_check(rq->rq_path, strlen(rq->rq_path), &bad) == -1) {
+			snprintf(msg, len,
+			    "path %s is not in canonical form (a dot or empty "
+			    "segment, a backslash or a refused percent-encoding)",
+			    path);
+			break;
+		}
+		for (i = 0, n = 0; rt != NULL && i < rt->rt_nprefixes; i++) {
+			int w = snprintf(prefixes + n, sizeof(prefixes) - n,
+			    "%s%s", i > 0 ? ", " : "", rt->rt_prefixes[i]);
+
+			if (w < 0 || (size_t)w >= sizeof(prefixes) - n) {
+				/* Cut: end the list with "..." instead. */
+				memcpy(prefixes + sizeof(prefixes) - 4, "...",
+				    4);
+				break;
+			}
+			n += (size_t)w;
+		}
+		snprintf(msg, len, "path %s is not under %s%s", path,
+		    rt != NULL && rt->rt_nprefixes > 1 ? "any of " : "",
+		    prefixes);
+		break;
+	}
+	case REASON_DESTINATION_DENIED:
+		snprintf(msg, len,
+		    "the upstream of route %s resolves to a denied address "
+		    "(private, or sluice's own listener)",
+		    aud);
+		break;
+	case REASON_BAD_REQUEST:
+		snprintf(msg, len, "the request violates HTTP/1.1: %s",
+		    rq != NULL && rq->rq_detail != NULL ? rq->rq_detail :
+							  "malformed request");
+		break;
+	case REASON_HEADERS_TOO_LARGE:
+		snprintf(msg, len,
+		    "the request head is over limits.max_header_bytes (%llu) "
+		    "or limits.max_headers (%llu)",
+		    (unsigned long long)l->max_header_bytes,
+		    (unsigned long long)l->max_headers);
+		break;
+	case REASON_BODY_TOO_LARGE:
+		snprintf(msg, len,
+		    "the request body is over limits.max_body_bytes (%llu)",
+		    (unsigned long long)l->max_body_bytes);
+		break;
+	case REASON_UPSTREAM_UNREACHABLE:
+		snprintf(msg, len,
+		    "the upstream of route %s could not be reached", aud);
+		break;
+	case REASON_UPSTREAM_TLS_ERROR:
+		snprintf(msg, len,
+		    "TLS with the upstream of route %s failed (handshake, "
+		    "certificate, name or pin)",
+		    aud);
+		break;
+	case REASON_UPSTREAM_TIMEOUT:
+		snprintf(msg, len,
+		    "the upstream of route %s did not answer in time", aud);
+		break;
+	case REASON_UPSTREAM_BAD_RESPONSE:
+		snprintf(msg, len,
+		    "the upstream of route %s sent a response that violates "
+		    "HTTP/1.1",
+		    aud);
+		break;
+	case REASON_TOO_MANY_CONNECTIONS:
+		snprintf(msg, len,
+		    "sluice has limits.max_connections (%llu) connections open",
+		    (unsigned long long)l->max_connections);
+		break;
+	case REASON_AUDIT_UNAVAILABLE:
+		snprintf(msg, len,
+		    "the audit log cannot be written, so nothing is let out");
+		break;
+	case REASON_RATE_LIMITED:
+		snprintf(msg, len,
+		    "this client was refused more than "
+		    "limits.per_client_refusals_per_s (%llu) times in a second",
+		    (unsigned long long)l->per_client_refusals_per_s);
+		break;
+	default:
+		snprintf(msg, len, "the request was refused");
+		break;
+	}
 }
 
 /*
@@ -524,17 +696,28 @@ conn_deny(struct conn *c, enum reason r, int keep)
 	struct request *rq = c->cn_req;
 	const struct listener_conf *lc;
 	struct config *cf = rq != NULL ? rq->rq_cf : daemon_config();
-	int reverse, status = reason_status(r, 0);
+	int reverse, status;
+	char msg[DENY_MSG_MAX];
 
 	lc = conn_listener(c, cf);
 	reverse = lc != NULL && lc->lc_type == LISTENER_REVERSE;
+	/*
+	 * A client refused too often in one second is told to slow down, and
+	 * shown the door: refusals must not be free. An upstream's failure is
+	 * not the client's and is not charged.
+	 */
+	if (!reason_is_upstream(r) &&
+	    clients_refusal((const struct sockaddr *)&c->cn_peer, daemon_now(),
+		cf->cf_limits.per_client_refusals_per_s))
+		r = REASON_RATE_LIMITED;
+	status = reason_status(r, 0);
 	/*
 	 * A client refused again and again is shown the door: every refusal
 	 * costs an audit line, and it must not get them for free forever.
 	 */
 	if (status == 400 || status == 413 || status == 431 || status >= 500 ||
-	    draining || ++c->cn_denials >= CONN_MAX_DENIALS ||
-	    (rq != NULL && rq->rq_close))
+	    r == REASON_RATE_LIMITED || draining ||
+	    ++c->cn_denials >= CONN_MAX_DENIALS || (rq != NULL && rq->rq_close))
 		keep = 0;
 	if (rq != NULL) {
 		rq->rq_reason = r;
@@ -543,7 +726,12 @@ conn_deny(struct conn *c, enum reason r, int keep)
 			rq->rq_close = 1;
 		request_log(c);
 	}
-	write_denial(bufferevent_get_output(c->cn_bev), r, reverse, !keep);
+	deny_message(c, r, reverse, msg, sizeof(msg));
+	if (deny_write(bufferevent_get_output(c->cn_bev), r, reverse, !keep,
+		msg, rq != NULL ? rq->rq_id : "") == -1) {
+		conn_close(c, "out of memory");
+		return;
+	}
 	if (keep) {
 		/* conn_step_head()'s loop reads the next request, if any. */
 		request_free(c);
@@ -668,7 +856,7 @@ add_content_length(struct evbuffer *out, uint64_t n)
 /* Write the request head sluice sends upstream (DESIGN.md "Headers"). */
 static void
 build_upstream_head(struct evbuffer *out, const struct http1_msg *m,
-    const struct uri *u, const struct route *rt)
+    const struct uri *u, const struct route *rt, struct request *rq)
 {
 	const struct upstream_conf *uc = &rt->rt_up;
 	int has_conn = http1_find(m, "connection", 0) != -1;
@@ -704,6 +892,16 @@ build_upstream_head(struct evbuffer *out, const struct http1_msg *m,
 				break;
 		if (j < uc->uc_nheaders)
 			continue;
+		/*
+		 * Authorization goes upstream only as the verified token: any
+		 * other value (another run's token, say) would be charged to a
+		 * run sluice never checked.
+		 */
+		if (rq->rq_auth_strip &&
+		    http1_name_eq(h->name, h->name_len, "authorization")) {
+			rq->rq_auth_removed = 1;
+			continue;
+		}
 		evbuffer_add(out, h->name, h->name_len);
 		evbuffer_add(out, ": ", 2);
 		evbuffer_add(out, h->value, h->value_len);
@@ -739,10 +937,14 @@ host_matches_target(const struct http1_msg *m, const struct uri *u)
 		return 0;
 	if (h.has_port)
 		return h.port == u->port;
-	/* No port in Host: the target's port must be the scheme default. */
+	/*
+	 * No port in Host: an absolute-form target's port must be the
+	 * scheme default. A CONNECT names its port in the target, and
+	 * clients (Node's undici) send Host without it: the host decides.
+	 */
 	return u->form == URI_ABSOLUTE ?
 	    !u->has_port || u->port == (u->https ? 443 : 80) :
-	    0;
+	    1;
 }
 
 static void conn_start_upstream(struct conn *, const struct http1_msg *,
@@ -793,10 +995,19 @@ conn_verify_token(struct conn *c, const struct http1_msg *m, int connect,
 	size_t toklen;
 	enum reason r;
 
-	r = token_from_request(m, connect, scratch, sizeof(scratch), &tok,
+	const struct listener_conf *lc = conn_listener(c, rq->rq_cf);
+	int flags = connect ? TOKEN_CARRIER_CONNECT : 0;
+
+	if (lc != NULL && lc->lc_type == LISTENER_REVERSE)
+		flags |= TOKEN_CARRIER_REVERSE;
+	r = token_from_request(m, flags, scratch, sizeof(scratch), &tok,
 	    &toklen);
 	if (r != REASON_OK)
 		return r;
+	/* An Authorization that is not this token never goes upstream. */
+	rq->rq_auth_strip = !connect &&
+	    http1_find(m, "Authorization", 0) >= 0 &&
+	    !token_authorization_is(m, tok, toklen);
 	r = token_cache_verify(daemon_token_cache(), rq->rq_cf->cf_gen,
 	    tc->tc_keys, tc->tc_nkeys, tok, toklen, daemon_now(),
 	    tc->tc_leeway_s, claims);
@@ -853,6 +1064,7 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 		 * a query with secrets in it (a token as a URL password).
 		 */
 		log_debug("conn: bad target: %s", why);
+		rq->rq_detail = "the request target is malformed";
 		conn_deny_head(c, REASON_BAD_REQUEST, 0, headlen);
 		return;
 	}
@@ -875,15 +1087,22 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 	    (lc->lc_type == LISTENER_FORWARD && u.form == URI_ORIGIN) ||
 	    (lc->lc_type == LISTENER_REVERSE && u.form != URI_ORIGIN) ||
 	    u.form == URI_ASTERISK) {
+		rq->rq_detail = lc != NULL && lc->lc_type == LISTENER_REVERSE ?
+		    "this reverse listener takes origin-form targets (/path)" :
+		    "a forward proxy takes absolute-form targets "
+		    "(http://host/path) or CONNECT host:port";
 		conn_deny_head(c, REASON_BAD_REQUEST, 0, headlen);
 		return;
 	}
 	/* The authority decides; a Host that differs is a 400 (DESIGN.md). */
 	if (u.form != URI_ORIGIN && !host_matches_target(m, &u)) {
+		rq->rq_detail = "Host differs from the request target";
 		conn_deny_head(c, REASON_BAD_REQUEST, 0, headlen);
 		return;
 	}
 	if (connection_lists_protected(m)) {
+		rq->rq_detail = "Connection lists a header that must reach the "
+				"upstream";
 		conn_deny_head(c, REASON_BAD_REQUEST, 0, headlen);
 		return;
 	}
@@ -902,6 +1121,7 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 		snprintf(rq->rq_sub, sizeof(rq->rq_sub), "%s", claims.sub);
 		snprintf(rq->rq_jti, sizeof(rq->rq_jti), "%s", claims.jti);
 		rq->rq_expires = claims.exp + cf->cf_tokens.tc_leeway_s;
+		rq->rq_exp = claims.exp;
 		v.rv_revoked =
 		    revocations_has(daemon_revocations(), cf, claims.jti);
 		if (budget_may_apply(cf, &claims))
@@ -910,6 +1130,7 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 	}
 	policy_decide(cf, &v, daemon_now(), &d);
 	rq->rq_route = d.de_route;
+	rq->rq_budget_limit = d.de_budget_limit;
 	if (d.de_reason == REASON_OK && !connect &&
 	    m->body == HTTP1_BODY_LENGTH &&
 	    m->content_length > cf->cf_limits.max_body_bytes)
@@ -1050,6 +1271,7 @@ conn_step_head(struct conn *c)
 		if (rc == -1) {
 			log_debug("conn: bad request: %s",
 			    http1_err_name(m.err));
+			c->cn_req->rq_detail = http1_err_name(m.err);
 			conn_deny(c,
 			    http1_err_status(m.err) == 431 ?
 				REASON_HEADERS_TOO_LARGE :
@@ -1278,7 +1500,7 @@ conn_start_upstream(struct conn *c, const struct http1_msg *m,
 	rq->rq_up = uc;
 	if (rc == 0) {
 		build_upstream_head(bufferevent_get_output(upconn_bev(uc)), m,
-		    u, rq->rq_route);
+		    u, rq->rq_route, rq);
 		conn_set_state(c, CONN_S_UPSTREAM);
 		conn_attach_upstream(c);
 		return;
@@ -1287,7 +1509,7 @@ conn_start_upstream(struct conn *c, const struct http1_msg *m,
 		conn_close(c, "out of memory");
 		return;
 	}
-	build_upstream_head(rq->rq_pending, m, u, rq->rq_route);
+	build_upstream_head(rq->rq_pending, m, u, rq->rq_route, rq);
 	conn_set_state(c, CONN_S_UPSTREAM);
 }
 
@@ -1855,6 +2077,7 @@ conn_accept(struct event_base *base, int fd, size_t listener_idx,
 	int one = 1;
 
 	conn_base = base;
+	clients_init(base);
 	if ((c = calloc(1, sizeof(*c))) == NULL) {
 		close(fd);
 		return -1;
@@ -1862,6 +2085,12 @@ conn_accept(struct event_base *base, int fd, size_t listener_idx,
 	c->cn_listener = listener_idx;
 	if (peerlen <= sizeof(c->cn_peer))
 		memcpy(&c->cn_peer, peer, peerlen);
+	if (clients_conn_add((const struct sockaddr *)&c->cn_peer) == -1) {
+		close(fd);
+		free(c);
+		return -1;
+	}
+	c->cn_counted = 1;
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c->cn_bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
 	c->cn_timer = evtimer_new(base, conn_header_timeout_cb, c);
@@ -1872,6 +2101,7 @@ conn_accept(struct event_base *base, int fd, size_t listener_idx,
 			close(fd);
 		if (c->cn_timer != NULL)
 			event_free(c->cn_timer);
+		clients_conn_del((const struct sockaddr *)&c->cn_peer);
 		free(c);
 		return -1;
 	}
@@ -1895,31 +2125,53 @@ conn_accept(struct event_base *base, int fd, size_t listener_idx,
 }
 
 void
-conn_refuse(int fd, size_t listener_idx, const struct sockaddr *peer)
+conn_refuse(int fd, size_t listener_idx, const struct sockaddr *peer,
+    int per_client)
 {
 	struct config *cf = daemon_config();
 	const struct listener_conf *lc = listener_idx < cf->cf_nlisteners ?
 	    &cf->cf_listeners[listener_idx] :
 	    NULL;
+	const enum reason r = REASON_TOO_MANY_CONNECTIONS;
 	struct evbuffer *b = evbuffer_new();
 	struct audit *a = daemon_audit();
-	char client[ADDR_STR_LEN];
+	char client[ADDR_STR_LEN], id[CLIENTS_ID_LEN], msg[DENY_MSG_MAX];
+	struct clients_refusal cr;
 
 	(void)addr_str(peer, client, sizeof(client));
+	clients_next_id(id, sizeof(id));
+	if (per_client)
+		snprintf(msg, sizeof(msg),
+		    "this client address has limits.per_client_connections "
+		    "(%llu) connections open",
+		    (unsigned long long)cf->cf_limits.per_client_connections);
+	else
+		snprintf(msg, sizeof(msg),
+		    "sluice has limits.max_connections (%llu) connections open",
+		    (unsigned long long)cf->cf_limits.max_connections);
 	if (b != NULL) {
-		write_denial(b, REASON_TOO_MANY_CONNECTIONS, 0, 1);
 		/* Best effort: a fresh socket's send buffer takes it whole. */
-		(void)evbuffer_write(b, fd);
+		if (deny_write(b, r,
+			lc != NULL && lc->lc_type == LISTENER_REVERSE, 1, msg,
+			id) == 0)
+			(void)evbuffer_write(b, fd);
 		evbuffer_free(b);
 	}
 	close(fd);
-	metrics_request(NULL, 0, REASON_TOO_MANY_CONNECTIONS, 0, 0, 0);
-	if (a != NULL) {
+	metrics_request(NULL, 0, r, 0, 0, 0);
+	memset(&cr, 0, sizeof(cr));
+	cr.cr_peer = peer;
+	cr.cr_reason = r;
+	cr.cr_status = 503;
+	cr.cr_id = id;
+	cr.cr_client = client;
+	cr.cr_listener = lc != NULL ? lc->lc_name : "";
+	if (a != NULL && (audit_failed(a) || clients_aggregate(&cr))) {
 		audit_begin(a, "http.request");
+		audit_add_cstr(a, "id", id);
 		audit_add_cstr(a, "decision", "deny");
-		audit_add_cstr(a, "reason",
-		    reason_name(REASON_TOO_MANY_CONNECTIONS));
-		audit_add_cstr(a, "listener", lc != NULL ? lc->lc_name : "");
+		audit_add_cstr(a, "reason", reason_name(r));
+		audit_add_cstr(a, "listener", cr.cr_listener);
 		audit_add_cstr(a, "client", client);
 		audit_add_int(a, "status", 503);
 		(void)audit_commit(a);
@@ -1953,4 +2205,5 @@ conn_close_all(void)
 
 	while ((c = TAILQ_FIRST(&conns)) != NULL)
 		conn_close(c, "shutdown");
+	clients_flush();
 }

@@ -2,7 +2,8 @@
  * The listening sockets: bound once at start-up (before privileges are
  * dropped), accepted from the event loop. A full process fd table pauses
  * accepting for a second instead of spinning (httpd, tmux); a full
- * max_connections answers 503 too_many_connections and closes.
+ * max_connections, or per_client_connections from one client address,
+ * answers 503 too_many_connections and closes.
  */
 #include <sys/socket.h>
 
@@ -46,6 +47,7 @@ static void
 listener_accept_cb(evutil_socket_t lfd, short what, void *arg)
 {
 	struct listener *li = arg;
+	const struct limits *l = &daemon_config()->cf_limits;
 	struct sockaddr_storage ss;
 	socklen_t len;
 	int fd, i;
@@ -68,8 +70,11 @@ listener_accept_cb(evutil_socket_t lfd, short what, void *arg)
 				log_warn("accept");
 			return;
 		}
-		if (conn_count() >= daemon_config()->cf_limits.max_connections)
-			conn_refuse(fd, li->li_idx, (struct sockaddr *)&ss);
+		if (conn_count() >= l->max_connections)
+			conn_refuse(fd, li->li_idx, (struct sockaddr *)&ss, 0);
+		else if (clients_conns((struct sockaddr *)&ss) >=
+		    l->per_client_connections)
+			conn_refuse(fd, li->li_idx, (struct sockaddr *)&ss, 1);
 		else if (conn_accept(listener_base, fd, li->li_idx,
 			     (struct sockaddr *)&ss, len) == -1)
 			log_warnx("accept: out of memory"); /* fd is closed */

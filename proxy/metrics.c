@@ -22,8 +22,8 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
-#include <event2/http.h>
 #include <event2/listener.h>
 #include <event2/util.h>
 
@@ -32,8 +32,10 @@
 #define METRICS_ROUTE_NAME_MAX 128 /* bytes of a route label we keep */
 #define METRICS_SLOTS          (METRICS_MAX_ROUTES + 1) /* + route="" */
 #define METRICS_MAX_BUCKETS    16
-#define METRICS_TIMEOUT_S      10   /* a scrape must not idle longer */
+#define METRICS_TIMEOUT_S      10   /* a whole scrape, from accept */
 #define METRICS_MAX_HEADERS    8192 /* bytes of a scrape's header */
+#define METRICS_MAX_FIELDS     32   /* header fields of a scrape */
+#define METRICS_MAX_CONNS      16   /* scrapes at once; more: 503 */
 
 enum { M_DENY = 0, M_ALLOW = 1 };
 
@@ -86,11 +88,26 @@ static struct {
 	uint64_t m_reloads[2]; /* [0] failed, [1] ok */
 } m;
 
-/* The listener. */
-static struct evhttp *metrics_http;
-static struct evconnlistener *metrics_lev; /* owned by metrics_http */
-static struct event *metrics_pause;        /* resumes accepting */
-static char *metrics_unix_path;            /* unlinked at close */
+/*
+ * The listener: sluice's own strict parser (http1.c), one request per
+ * connection, at most METRICS_MAX_CONNS at once, each closed
+ * METRICS_TIMEOUT_S after accept whatever it does.
+ */
+struct metrics_conn {
+	struct metrics_conn *mc_next;
+	struct bufferevent *mc_bev;
+	struct event *mc_deadline;
+	size_t mc_scan;
+	int mc_done; /* answered: close once written */
+};
+
+static struct event_base *metrics_base;
+static struct evconnlistener *metrics_lev;
+static struct event *metrics_pause; /* resumes accepting */
+static char *metrics_unix_path;     /* unlinked at close */
+static struct metrics_conn *metrics_conns;
+static size_t metrics_nconns;
+static struct http1_hdr metrics_hdrs[METRICS_MAX_FIELDS];
 
 static void
 metrics_hist_init(struct histogram *h, const double *b, size_t n)
@@ -501,38 +518,215 @@ metrics_render(struct evbuffer *b)
 	return 0;
 }
 
-/*
- * The only resource served. Any other path is a 404, any other method on
- * /metrics a 405; no query, header or body changes the answer.
- */
 static void
-metrics_http_cb(struct evhttp_request *req, void *arg)
+metrics_conn_free(struct metrics_conn *mc)
 {
-	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-	const char *path = uri != NULL ? evhttp_uri_get_path(uri) : NULL;
-	struct evkeyvalq *hdrs = evhttp_request_get_output_headers(req);
-	struct evbuffer *body;
+	struct metrics_conn **pp;
 
-	(void)arg;
-	if (path == NULL || strcmp(path, "/metrics") != 0) {
-		evhttp_send_error(req, HTTP_NOTFOUND, NULL);
+	for (pp = &metrics_conns; *pp != NULL; pp = &(*pp)->mc_next)
+		if (*pp == mc) {
+			*pp = mc->mc_next;
+			break;
+		}
+	metrics_nconns--;
+	if (mc->mc_deadline != NULL)
+		event_free(mc->mc_deadline);
+	bufferevent_free(mc->mc_bev);
+	free(mc);
+}
+
+/* A whole response with Connection: close; the connection ends after. */
+static void
+metrics_reply(struct metrics_conn *mc, const char *status, const char *extra,
+    struct evbuffer *body)
+{
+	struct evbuffer *out = bufferevent_get_output(mc->mc_bev);
+	size_t blen = body != NULL ? evbuffer_get_length(body) : 0;
+
+	mc->mc_done = 1;
+	bufferevent_disable(mc->mc_bev, EV_READ);
+	if (evbuffer_add_printf(out,
+		"HTTP/1.1 %s\r\n"
+		"Content-Type: %s\r\n"
+		"Cache-Control: no-store\r\n"
+		"%s"
+		"Content-Length: %zu\r\n"
+		"Connection: close\r\n"
+		"\r\n",
+		status,
+		body != NULL ? "text/plain; version=0.0.4; charset=utf-8" :
+			       "text/plain; charset=utf-8",
+		extra, blen) < 0 ||
+	    (body != NULL && evbuffer_add_buffer(out, body) == -1)) {
+		metrics_conn_free(mc);
 		return;
 	}
-	if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
-		evhttp_add_header(hdrs, "Allow", "GET");
-		evhttp_send_error(req, HTTP_BADMETHOD, NULL);
+	bufferevent_enable(mc->mc_bev, EV_WRITE);
+}
+
+/*
+ * The only resource served. Any other path is a 404, any other method on
+ * /metrics a 405, a request with a body a 413; no query or header changes
+ * the answer. A request that breaks HTTP/1.1 is a 400.
+ */
+static void
+metrics_serve(struct metrics_conn *mc, const struct http1_msg *rq)
+{
+	const char *q;
+	size_t plen;
+	struct evbuffer *body;
+
+	q = memchr(rq->target, '?', rq->target_len);
+	plen = q != NULL ? (size_t)(q - rq->target) : rq->target_len;
+	if (plen != 8 || memcmp(rq->target, "/metrics", 8) != 0) {
+		metrics_reply(mc, "404 Not Found", "", NULL);
+		return;
+	}
+	if (rq->method_len != 3 || memcmp(rq->method, "GET", 3) != 0) {
+		metrics_reply(mc, "405 Method Not Allowed", "Allow: GET\r\n",
+		    NULL);
+		return;
+	}
+	if (rq->body == HTTP1_BODY_CHUNKED ||
+	    (rq->body == HTTP1_BODY_LENGTH && rq->content_length > 0)) {
+		metrics_reply(mc, "413 Content Too Large", "", NULL);
 		return;
 	}
 	if ((body = evbuffer_new()) == NULL || metrics_render(body) == -1) {
-		evbuffer_free(body);
-		evhttp_send_error(req, HTTP_INTERNAL, NULL);
+		if (body != NULL)
+			evbuffer_free(body);
+		metrics_reply(mc, "500 Internal Server Error", "", NULL);
 		return;
 	}
-	evhttp_add_header(hdrs, "Content-Type",
-	    "text/plain; version=0.0.4; charset=utf-8");
-	evhttp_add_header(hdrs, "Cache-Control", "no-store");
-	evhttp_send_reply(req, HTTP_OK, "OK", body);
+	metrics_reply(mc, "200 OK", "", body);
 	evbuffer_free(body);
+}
+
+static void
+metrics_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct metrics_conn *mc = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct http1_msg rq;
+	size_t len = evbuffer_get_length(in), n;
+	const char *p;
+	ssize_t rc;
+
+	if (mc->mc_done) {
+		evbuffer_drain(in, len);
+		return;
+	}
+	n = len < METRICS_MAX_HEADERS ? len : METRICS_MAX_HEADERS;
+	if ((p = (const char *)evbuffer_pullup(in, (ssize_t)n)) == NULL) {
+		metrics_conn_free(mc);
+		return;
+	}
+	memset(&rq, 0, sizeof(rq));
+	rq.hdrs = metrics_hdrs;
+	rq.max_hdrs = METRICS_MAX_FIELDS;
+	rc = http1_parse_request(&rq, p, n, mc->mc_scan);
+	mc->mc_scan = n;
+	if (rc == -2) {
+		if (n >= METRICS_MAX_HEADERS)
+			metrics_reply(mc, "431 Request Header Fields Too Large",
+			    "", NULL);
+		return;
+	}
+	if (rc == -1) {
+		metrics_reply(mc,
+		    http1_err_status(rq.err) == 431 ?
+			"431 Request Header Fields Too Large" :
+			"400 Bad Request",
+		    "", NULL);
+		return;
+	}
+	metrics_serve(mc, &rq);
+}
+
+static void
+metrics_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct metrics_conn *mc = arg;
+
+	if (mc->mc_done &&
+	    evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		metrics_conn_free(mc);
+}
+
+static void
+metrics_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	(void)what;
+	metrics_conn_free(arg);
+}
+
+static void
+metrics_deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	metrics_conn_free(arg);
+}
+
+static void
+metrics_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
+    struct sockaddr *sa, int salen, void *arg)
+{
+	static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\n"
+				   "Content-Length: 0\r\n"
+				   "Connection: close\r\n\r\n";
+	struct timeval tv = { METRICS_TIMEOUT_S, 0 };
+	struct metrics_conn *mc;
+
+	(void)lev;
+	(void)sa;
+	(void)salen;
+	(void)arg;
+	if (metrics_nconns >= METRICS_MAX_CONNS) {
+		char drop[512];
+		int i;
+
+		/*
+		 * Best effort on a fresh socket; never waits. What already
+		 * arrived is read first: closing over unread bytes resets
+		 * the connection, and the answer with it.
+		 */
+		for (i = 0;
+		     i < 16 && recv(fd, drop, sizeof(drop), MSG_DONTWAIT) > 0;
+		     i++)
+			;
+		(void)send(fd, busy, sizeof(busy) - 1,
+		    MSG_DONTWAIT | MSG_NOSIGNAL);
+		close(fd);
+		return;
+	}
+	if ((mc = calloc(1, sizeof(*mc))) == NULL) {
+		close(fd);
+		return;
+	}
+	(void)evutil_make_socket_nonblocking(fd);
+	mc->mc_bev =
+	    bufferevent_socket_new(metrics_base, fd, BEV_OPT_CLOSE_ON_FREE);
+	mc->mc_deadline = evtimer_new(metrics_base, metrics_deadline_cb, mc);
+	if (mc->mc_bev == NULL || mc->mc_deadline == NULL ||
+	    evtimer_add(mc->mc_deadline, &tv) == -1) {
+		if (mc->mc_bev != NULL)
+			bufferevent_free(mc->mc_bev);
+		else
+			close(fd);
+		if (mc->mc_deadline != NULL)
+			event_free(mc->mc_deadline);
+		free(mc);
+		return;
+	}
+	mc->mc_next = metrics_conns;
+	metrics_conns = mc;
+	metrics_nconns++;
+	bufferevent_setcb(mc->mc_bev, metrics_read_cb, metrics_write_cb,
+	    metrics_event_cb, mc);
+	bufferevent_setwatermark(mc->mc_bev, EV_READ, 0, METRICS_MAX_HEADERS);
+	bufferevent_enable(mc->mc_bev, EV_READ);
 }
 
 static unsigned int
@@ -581,23 +775,11 @@ metrics_listen(struct event_base *base, const char *listen, char *why,
 	evutil_socket_t fd;
 
 	metrics_init_once();
-	if (metrics_http != NULL) {
+	if (metrics_lev != NULL) {
 		snprintf(why, whylen, "metrics.listen: already listening");
 		return -1;
 	}
-	if ((metrics_http = evhttp_new(base)) == NULL) {
-		snprintf(why, whylen, "metrics.listen: out of memory");
-		return -1;
-	}
-	/* Let every method reach the callback, which answers 405 itself. */
-	evhttp_set_allowed_methods(metrics_http,
-	    EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
-		EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
-		EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
-	evhttp_set_max_headers_size(metrics_http, METRICS_MAX_HEADERS);
-	evhttp_set_max_body_size(metrics_http, 0);
-	evhttp_set_timeout(metrics_http, METRICS_TIMEOUT_S);
-	evhttp_set_gencb(metrics_http, metrics_http_cb, NULL);
+	metrics_base = base;
 
 	if (strncmp(listen, "unix:", 5) == 0) {
 		if ((fd = unixsock_listen(listen + 5, 0600, (uid_t)-1, why,
@@ -609,7 +791,7 @@ metrics_listen(struct event_base *base, const char *listen, char *why,
 			snprintf(why, whylen, "metrics.listen: out of memory");
 			goto fail;
 		}
-		lev = evconnlistener_new(base, NULL, NULL,
+		lev = evconnlistener_new(base, metrics_accept_cb, NULL,
 		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
 		if (lev == NULL)
 			close(fd);
@@ -623,7 +805,7 @@ metrics_listen(struct event_base *base, const char *listen, char *why,
 			    listen);
 			goto fail;
 		}
-		lev = evconnlistener_new_bind(base, NULL, NULL,
+		lev = evconnlistener_new_bind(base, metrics_accept_cb, NULL,
 		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC |
 			LEV_OPT_REUSEABLE,
 		    -1, (struct sockaddr *)&ss, sslen);
@@ -633,18 +815,12 @@ metrics_listen(struct event_base *base, const char *listen, char *why,
 		    strerror(errno));
 		goto fail;
 	}
-	if (evhttp_bind_listener(metrics_http, lev) == NULL) {
-		evconnlistener_free(lev);
-		snprintf(why, whylen, "metrics.listen: %s: cannot serve",
-		    listen);
-		goto fail;
-	}
+	metrics_lev = lev;
 	if ((metrics_pause = evtimer_new(base, metrics_resume_cb, NULL)) ==
 	    NULL) {
 		snprintf(why, whylen, "metrics.listen: out of memory");
 		goto fail;
 	}
-	metrics_lev = lev;
 	evconnlistener_set_error_cb(lev, metrics_accept_error_cb);
 	return 0;
 fail:
@@ -658,10 +834,11 @@ metrics_close(void)
 	if (metrics_pause != NULL)
 		event_free(metrics_pause);
 	metrics_pause = NULL;
+	while (metrics_conns != NULL)
+		metrics_conn_free(metrics_conns);
+	if (metrics_lev != NULL)
+		evconnlistener_free(metrics_lev);
 	metrics_lev = NULL;
-	if (metrics_http != NULL)
-		evhttp_free(metrics_http);
-	metrics_http = NULL;
 	if (metrics_unix_path != NULL) {
 		unlink(metrics_unix_path);
 		free(metrics_unix_path);

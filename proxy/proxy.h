@@ -194,6 +194,8 @@ struct limits {
 	uint64_t connect_timeout_ms;
 	uint64_t upstream_response_timeout_ms;
 	uint64_t drain_timeout_ms;
+	uint64_t per_client_connections;    /* open connections per address */
+	uint64_t per_client_refusals_per_s; /* then 429 rate_limited; 0: off */
 };
 
 enum audit_fsync {
@@ -471,6 +473,7 @@ audit_add_str(struct audit *, const char *key, const char *val, size_t len);
 void audit_add_cstr(struct audit *, const char *key, const char *val);
 void audit_add_int(struct audit *, const char *key, int64_t val);
 void audit_add_uint(struct audit *, const char *key, uint64_t val);
+void audit_add_bool(struct audit *, const char *key, int val);
 /* Add len bytes as a lower-case hex string (e.g. a SHA-256). */
 void audit_add_hex(struct audit *, const char *key, const unsigned char *p,
     size_t len);
@@ -607,13 +610,60 @@ int listener_same(const struct config *);
 /* Takes fd (closed on failure). Returns 0, or -1 out of memory. */
 int conn_accept(struct event_base *, int fd, size_t listener_idx,
     const struct sockaddr *peer, socklen_t peerlen);
-/* Refuse a connection over max_connections (503) and close it. */
-void conn_refuse(int fd, size_t listener_idx, const struct sockaddr *peer);
+/*
+ * Refuse a connection over max_connections, or over per_client_connections
+ * when per_client is non-zero (503), and close it.
+ */
+void conn_refuse(int fd, size_t listener_idx, const struct sockaddr *peer,
+    int per_client);
 size_t conn_count(void);
 /* Stop keep-alive: idle connections close now, busy ones after. */
 void conn_drain(void);
 /* Close every connection now (end of drain_timeout). */
 void conn_close_all(void);
+
+/*
+ * deny.c: the response to a denial. deny_clean() copies len bytes of a
+ * value from the sandbox into dst as printable ASCII (others become '?'),
+ * cut to cap - 1 bytes ending in "..." when longer; returns its length.
+ */
+#define DENY_MSG_MAX 400 /* bytes of a denial's message */
+size_t deny_clean(char *dst, size_t cap, const char *s, size_t len);
+/* Append the whole response; msg is printable ASCII. Returns 0 or -1. */
+int deny_write(struct evbuffer *out, enum reason r, int reverse, int close,
+    const char *msg, const char *id);
+
+/*
+ * clients.c: state per client address (the port aside): open connections,
+ * the refusal budget and the aggregation of repeated refusals in the
+ * audit log. Fixed-size or bounded by the open connections.
+ */
+#define CLIENTS_ID_LEN 24 /* a request id and its NUL */
+void clients_init(struct event_base *);
+uint64_t clients_conns(const struct sockaddr *);
+int clients_conn_add(const struct sockaddr *); /* -1: out of memory */
+void clients_conn_del(const struct sockaddr *);
+/* Charge one refusal at now (seconds); 1 when over limit (0: no limit). */
+int clients_refusal(const struct sockaddr *, int64_t now, uint64_t limit);
+/* One refusal as its audit line would show it (strings may be NULL). */
+struct clients_refusal {
+	const struct sockaddr *cr_peer;
+	int cr_connect; /* connect.tunnel, else http.request */
+	enum reason cr_reason;
+	int cr_status;
+	const char *cr_id, *cr_client, *cr_listener, *cr_route, *cr_sub,
+	    *cr_jti, *cr_method, *cr_host, *cr_path;
+};
+/*
+ * 1: write this refusal's line now (the first of its kind); 0: it repeats
+ * one written before and is counted into the aggregate line written once
+ * a second with its count.
+ */
+int clients_aggregate(const struct clients_refusal *);
+/* Write every pending aggregate line and stop the timer (at exit). */
+void clients_flush(void);
+/* A new request id: unique in this process, unlikely to repeat across. */
+void clients_next_id(char *buf, size_t len);
 
 /*
  * daemon.c: the running daemon, as seen by admin.c and netguard.c.

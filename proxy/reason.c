@@ -30,6 +30,7 @@ const char *const reason_str[REASON__COUNT] = {
 	[REASON_UPSTREAM_BAD_RESPONSE] = "upstream_bad_response",
 	[REASON_TOO_MANY_CONNECTIONS] = "too_many_connections",
 	[REASON_AUDIT_UNAVAILABLE] = "audit_unavailable",
+	[REASON_RATE_LIMITED] = "rate_limited",
 	[REASON_OK] = "ok",
 };
 
@@ -48,12 +49,20 @@ reason_is_token(enum reason r)
 }
 
 int
+reason_is_upstream(enum reason r)
+{
+	return r >= REASON_UPSTREAM_UNREACHABLE &&
+	    r <= REASON_UPSTREAM_BAD_RESPONSE;
+}
+
+int
 reason_status(enum reason r, int reverse)
 {
 	switch (r) {
 	case REASON_OK:
 		return 200;
 	case REASON_BUDGET_EXHAUSTED:
+	case REASON_RATE_LIMITED:
 		return 429;
 	case REASON_ROUTE_NOT_FOUND:
 	case REASON_METHOD_NOT_ALLOWED:
@@ -82,4 +91,35 @@ reason_status(enum reason r, int reverse)
 		return reverse ? 401 : 407;
 	/* An unknown reason is an internal error: deny. */
 	return 500;
+}
+
+const char *
+reason_status_text(int status)
+{
+	switch (status) {
+	case 200:
+		return "OK";
+	case 400:
+		return "Bad Request";
+	case 401:
+		return "Unauthorized";
+	case 403:
+		return "Forbidden";
+	case 407:
+		return "Proxy Authentication Required";
+	case 413:
+		return "Content Too Large";
+	case 429:
+		return "Too Many Requests";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 502:
+		return "Bad Gateway";
+	case 503:
+		return "Service Unavailable";
+	case 504:
+		return "Gateway Timeout";
+	default:
+		return "Error";
+	}
 }

@@ -37,6 +37,7 @@ enum reason {
 	REASON_UPSTREAM_BAD_RESPONSE, /* response violates HTTP/1.1 */
 	REASON_TOO_MANY_CONNECTIONS,  /* max_connections reached */
 	REASON_AUDIT_UNAVAILABLE,     /* audit log in failed state */
+	REASON_RATE_LIMITED,          /* client over its refusal budget */
 	REASON_OK,                    /* allowed */
 	REASON__COUNT
 };
@@ -45,11 +46,14 @@ enum reason {
 extern const char *const reason_str[REASON__COUNT];
 const char *reason_name(enum reason);
 int reason_is_token(enum reason);
+int reason_is_upstream(enum reason); /* upstream_* */
 /*
  * The HTTP status a denial with this reason is answered with; reverse is
  * non-zero on a reverse listener (token failures are 401 there, 407 on a
  * forward listener). REASON_OK maps to 200.
  */
 int reason_status(enum reason, int reverse);
+/* The status line's reason phrase for a status sluice writes ("Forbidden"). */
+const char *reason_status_text(int status);
 
 #endif

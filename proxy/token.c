@@ -975,9 +975,10 @@ from_proxy_auth(const struct http1_hdr *h, char *scratch, size_t scratchlen,
 }
 
 enum reason
-token_from_request(const struct http1_msg *m, int is_connect, char *scratch,
+token_from_request(const struct http1_msg *m, int flags, char *scratch,
     size_t scratchlen, const char **tok, size_t *len)
 {
+	int is_connect = (flags & TOKEN_CARRIER_CONNECT) != 0;
 	const char *scheme, *cred;
 	size_t slen, clen;
 	ssize_t i;
@@ -1002,13 +1003,34 @@ token_from_request(const struct http1_msg *m, int is_connect, char *scratch,
 	if (http1_find(m, "Authorization", (size_t)i + 1) >= 0)
 		return REASON_TOKEN_MALFORMED;
 	split_auth(&m->hdrs[i], &scheme, &slen, &cred, &clen);
+	/*
+	 * Another scheme is meant for the upstream on a forward listener;
+	 * on a reverse listener Authorization is sluice's own carrier.
+	 */
 	if (!http1_name_eq(scheme, slen, "Bearer"))
-		return REASON_TOKEN_MISSING;
+		return (flags & TOKEN_CARRIER_REVERSE) ?
+		    REASON_TOKEN_MALFORMED :
+		    REASON_TOKEN_MISSING;
 	if (!cred_ok(cred, clen))
 		return REASON_TOKEN_MALFORMED;
 	*tok = cred;
 	*len = clen;
 	return REASON_OK;
+}
+
+int
+token_authorization_is(const struct http1_msg *m, const char *tok, size_t len)
+{
+	const char *scheme, *cred;
+	size_t slen, clen;
+	ssize_t i;
+
+	if ((i = http1_find(m, "Authorization", 0)) < 0 ||
+	    http1_find(m, "Authorization", (size_t)i + 1) >= 0)
+		return 0;
+	split_auth(&m->hdrs[i], &scheme, &slen, &cred, &clen);
+	return http1_name_eq(scheme, slen, "Bearer") && cred != NULL &&
+	    clen == len && CRYPTO_memcmp(cred, tok, len) == 0;
 }
 
 int

@@ -87,8 +87,23 @@ enum reason token_check_claims(const struct token_claims *c,
  * into scratch. Returns REASON_OK with *tok and *len set (pointing into the
  * head or into scratch), REASON_TOKEN_MISSING or REASON_TOKEN_MALFORMED.
  */
-enum reason token_from_request(const struct http1_msg *m, int is_connect,
+#define TOKEN_CARRIER_CONNECT 1 /* a CONNECT: Authorization is ignored */
+#define TOKEN_CARRIER_REVERSE 2 /* a reverse listener: see below */
+/*
+ * flags: TOKEN_CARRIER_*. On a reverse listener Authorization is the
+ * carrier addressed to sluice (an SDK's base URL), so without
+ * Proxy-Authorization an Authorization of another scheme is
+ * REASON_TOKEN_MALFORMED there; on a forward listener it is meant for the
+ * upstream and is REASON_TOKEN_MISSING.
+ */
+enum reason token_from_request(const struct http1_msg *m, int flags,
     char *scratch, size_t scratchlen, const char **tok, size_t *len);
+/*
+ * Non-zero when m has exactly one Authorization field and it is
+ * "Bearer <tok>" (scheme case aside): the verified token itself.
+ */
+int
+token_authorization_is(const struct http1_msg *m, const char *tok, size_t len);
 /*
  * Signature level only (for RFC test vectors and tools): structure, header,
  * key choice, alg and signature exactly as token_verify_sig(), and a

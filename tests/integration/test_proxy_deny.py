@@ -1,11 +1,13 @@
 """Denials (DESIGN.md "Requests and routing", "Run tokens"): route,
 method, path, token and destination checks. Each denial must carry its
-status, `Sluice-Deny: <reason>` and the body {"error":"<reason>"}, and
-the upstream must have received nothing at all.
+status, the reason at the end of the status line, `Sluice-Deny: <reason>`,
+`x-should-retry: false` on a 4xx, and the body {"error", "message",
+"request_id"}, and the upstream must have received nothing at all.
 
 Topology: netns sbx (sluice, clients) <-veth-> netns up (fakeup on
 198.18.2.2:443, DNS on .53)."""
 
+import json
 import os
 import sys
 import time
@@ -72,8 +74,10 @@ class TestDeny(st.ProxyTestCase):
         h, t = cls.h, cls.h.topo
         cert, key = h.ca.issue("model-up", ["DNS:model-up.test",
                                             "DNS:other-up.test",
-                                            "IP:" + t.v4(2)])
-        cls.up = h.fakeup("main", ["%s:443" % t.v4(2)], cert, key)
+                                            "IP:" + t.v4(2),
+                                            "IP:" + t.v6(2)])
+        cls.up = h.fakeup("main", ["%s:443" % t.v4(2),
+                                   "[%s]:443" % t.v6(2)], cert, key)
         h.dns_server({"model-up.test": {"A": [t.v4(2)]},
                       "other-up.test": {"A": [t.v4(2)]}})
         ca = h.ca.cert
@@ -87,6 +91,7 @@ class TestDeny(st.ProxyTestCase):
                       prefixes=["/v1/other"]),
             pol.route("noconn", ["noconn.test"], "https://%s/nc" % t.v4(2),
                       ca, connect=False),
+            pol.route("v6", ["v6.test"], "https://[%s]/v6" % t.v6(2), ca),
         ]
         listeners = [pol.forward("fwd", "127.0.0.1:3128"),
                      pol.reverse("rev", "127.0.0.1:8080", "model")]
@@ -158,24 +163,19 @@ class TestDeny(st.ProxyTestCase):
                             "route_not_found")
 
     def test_connect_other_port_of_upstream_refused(self):
-        m = self.up.log.mark()
-        r = self.connect("model-up.test:8443")
-        self.assertEqual(r.status, 403, r)
-        self.assertIn(r.header("Sluice-Deny"),
-                      ("route_not_found", "destination_denied"))
-        self.assertNothingUpstream(self.up, m)
+        # A raw CONNECT must name the upstream's host and port exactly:
+        # another port selects no route.
+        self.denied(lambda: self.connect("model-up.test:8443"), 403,
+                    "route_not_found")
 
     def test_connect_disabled_route_refused(self):
-        m = self.up.log.mark()
-        r = self.connect("%s:443" % self.h.topo.v4(2),
-                         ["Proxy-Authorization: Bearer " +
-                          self.h.token("noconn")])
-        # DESIGN names no reason for CONNECT on a route without
-        # connect.enabled; any 403 denial that reaches nothing will do.
-        self.assertEqual(r.status, 403, r)
-        self.assertIn(r.header("Sluice-Deny"),
-                      ("method_not_allowed", "route_not_found"))
-        self.assertNothingUpstream(self.up, m)
+        # The route matches (its upstream host and port), but CONNECT is
+        # not a method it allows: method_not_allowed, always.
+        tok = self.h.token("noconn")
+        self.denied(lambda: self.connect("%s:443" % self.h.topo.v4(2),
+                                         ["Proxy-Authorization: Bearer " +
+                                          tok]),
+                    403, "method_not_allowed")
 
     # -- method_not_allowed ------------------------------------------------
 
@@ -271,6 +271,165 @@ class TestDeny(st.ProxyTestCase):
                     "http://model.test/v1/messages", "model.test",
                     auth=[auth]), 407, "token_malformed", "proxy")
 
+    def test_reverse_authorization_other_scheme_is_malformed(self):
+        # On a reverse listener Authorization is sluice's carrier: another
+        # scheme is a malformed carrier (as in Proxy-Authorization), not a
+        # missing one.
+        for auth in ("Authorization: Token xyz", "Authorization: Basic "
+                     "dXNlcjpwYXNz"):
+            with self.subTest(auth=auth):
+                self.denied(lambda: self.rev("/v1/messages", auth=[auth]),
+                            401, "token_malformed", "www")
+        # On a forward listener it is meant for the upstream: no carrier.
+        self.denied(lambda: self.fwd(
+            "http://model.test/v1/messages", "model.test",
+            auth=["Authorization: Token xyz"]),
+            407, "token_missing", "proxy")
+
+    # -- CONNECT Host (undici's ProxyAgent sends it without the port) ------
+
+    def connect_host(self, authority, host):
+        with self.h.raw(3128) as c:
+            raw = ("CONNECT %s HTTP/1.1\r\nHost: %s\r\n"
+                   "Proxy-Authorization: Bearer %s\r\n\r\n" % (
+                       authority, host, self.tok)).encode()
+            return c.request(raw, method="CONNECT")
+
+    def test_connect_host_without_port(self):
+        for host in ("model-up.test", "MODEL-UP.test", "model-up.test:443"):
+            with self.subTest(host=host):
+                m = self.up.log.mark()
+                r = self.connect_host("model-up.test:443", host)
+                self.assertEqual(r.status, 200, r)
+                self.up.log.wait_for(m, "accept")
+
+    def test_connect_host_without_port_ipv6(self):
+        v6 = self.h.topo.v6(2)
+        tok = self.h.token("v6")
+        for host in ("[%s]" % v6, "[%s]" % v6.upper(), "[%s]:443" % v6):
+            with self.subTest(host=host):
+                m = self.up.log.mark()
+                with self.h.raw(3128) as c:
+                    r = c.request((
+                        "CONNECT [%s]:443 HTTP/1.1\r\nHost: %s\r\n"
+                        "Proxy-Authorization: Bearer %s\r\n\r\n" % (
+                            v6, host, tok)).encode(), method="CONNECT")
+                self.assertEqual(r.status, 200, r)
+                self.up.log.wait_for(m, "accept")
+        for host in (v6, "[%s1]" % v6, "[%s]:444" % v6):
+            with self.subTest(host=host):
+                with self.h.raw(3128) as c:
+                    r = c.request((
+                        "CONNECT [%s]:443 HTTP/1.1\r\nHost: %s\r\n"
+                        "Proxy-Authorization: Bearer %s\r\n\r\n" % (
+                            v6, host, tok)).encode(), method="CONNECT")
+                self.assertDenied(r, 400, "bad_request")
+
+    def test_connect_other_host_is_bad_request(self):
+        for host in ("other-up.test", "model-up.test:444",
+                     "model-up.test.evil", "[2001:2::1]", "model-up.tes"):
+            with self.subTest(host=host):
+                self.denied(lambda: self.connect_host("model-up.test:443",
+                                                      host),
+                            400, "bad_request")
+
+    # -- denials that explain themselves (DESIGN "Responses to denials") --
+
+    def audit_lines(self):
+        path = os.path.join(self.h.tmp, "main", "audit.jsonl")
+        with open(path, encoding="utf-8") as f:
+            return [json.loads(x) for x in f if x.strip()]
+
+    def audit_line_for(self, request_id):
+        found = []
+
+        def have():
+            found[:] = [e for e in self.audit_lines()
+                        if e.get("id") == request_id]
+            return found
+        st.wait_until(have, 3.0)
+        self.assertEqual(len(found), 1, "audit lines with id %s: %r" % (
+            request_id, found))
+        return found[0]
+
+    def test_denial_messages(self):
+        now = int(time.time())
+        old = mint_python(self.h.key_file, "model", iat=now - 600,
+                          exp=now - 35)
+        cases = [
+            (lambda: self.fwd("http://evil.example/v1/messages",
+                              "evil.example"),
+             403, "route_not_found", r"^host evil\.example matches no "
+             r"route$"),
+            (lambda: self.rev("/v1/admin"), 403, "path_not_allowed",
+             r"^path /v1/admin is not under /v1/messages$"),
+            (lambda: self.rev("/v1/messages/../x"), 403, "path_not_allowed",
+             r"^path /v1/messages/\.\./x is not in canonical form"),
+            (lambda: self.rev("/v1/messages", "DELETE"), 403,
+             "method_not_allowed",
+             r"^method DELETE is not allowed on route model$"),
+            (lambda: self.rev("/v1/messages",
+                              auth=["Authorization: Bearer " + old]),
+             401, "token_expired", r"^run token expired (3[5-9]|4\d) s ago$"),
+            (lambda: self.rev("/v1/messages", auth=[]), 401,
+             "token_missing", r"Authorization: Bearer"),
+        ]
+        for fn, status, reason, pattern in cases:
+            with self.subTest(reason=reason, pattern=pattern):
+                r = self.denied(fn, status, reason,
+                                "www" if status == 401 else None)
+                b = r.json()
+                self.assertRegex(b["message"], pattern)
+                line = self.audit_line_for(b["request_id"])
+                self.assertEqual(line["reason"], reason, line)
+                self.assertEqual(line["decision"], "deny", line)
+                self.assertEqual(line["status"], status, line)
+                self.assertNotIn(self.tok, b["message"])
+                self.assertNotIn(old, json.dumps(b))
+
+    def test_denial_message_bounded_and_clean(self):
+        # A long path and bytes a message must not carry raw.
+        long_path = "/v1/" + "a" * 3000
+        r = self.denied(lambda: self.rev(long_path), 403, "path_not_allowed")
+        msg = r.json()["message"]
+        self.assertLessEqual(len(msg), 400)
+        self.assertIn("...", msg)
+        self.assertTrue(msg.isascii() and msg.isprintable(), msg)
+        host = "x" * 200 + ".test"
+        r = self.denied(lambda: self.fwd("http://%s/v1/messages" % host,
+                                         host), 403, "route_not_found")
+        msg = r.json()["message"]
+        self.assertLessEqual(len(msg), 400)
+        self.assertRegex(msg, r"^host x+\.\.\. matches no route$")
+
+    def test_ids_differ_and_allowed_lines_have_one(self):
+        r1 = self.denied(lambda: self.rev("/v1/x"), 403, "path_not_allowed")
+        r2 = self.denied(lambda: self.rev("/v1/y"), 403, "path_not_allowed")
+        self.assertNotEqual(r1.json()["request_id"],
+                            r2.json()["request_id"])
+        self.assertEqual(self.rev("/v1/messages").status, 200)
+        self.assertTrue(st.wait_until(lambda: any(
+            e.get("decision") == "allow" and e.get("event") ==
+            "http.request" for e in self.audit_lines()), 3.0))
+        for e in self.audit_lines():
+            if e.get("event") in ("http.request", "connect.tunnel"):
+                self.assertRegex(e.get("id", ""), r"^[0-9a-f]{20}$", e)
+
+    def test_curl_shows_reason_in_status_line(self):
+        # A refused CONNECT: curl shows only the status line.
+        r = self.h.curl(["-v", "-x", "http://127.0.0.1:3128",
+                         "--proxy-header",
+                         "Proxy-Authorization: Bearer " + self.tok],
+                        "https://unknown.test/v1/messages")
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertIn("HTTP/1.1 403 Forbidden (route_not_found)", r.stderr)
+        # A refused plain request through the forward proxy.
+        r = self.h.curl(["-x", "http://127.0.0.1:3128", "-d", "{}"],
+                        "http://model.test/v1/messages")
+        self.assertEqual(r.status, 407, r)
+        self.assertEqual(r.header("x-should-retry"), "false", r)
+        self.assertDenialBody(r, "token_missing")
+
 
 class TestDestination(st.ProxyTestCase):
     """Upstreams on denied ("private") addresses and the loop guard.
@@ -303,8 +462,10 @@ class TestDestination(st.ProxyTestCase):
     def build(cls):
         h, t = cls.h, cls.h.topo
         cert, key = h.ca.issue("model-up", ["DNS:model-up.test",
-                                            "IP:" + t.v4(2)])
-        cls.up = h.fakeup("main", ["%s:443" % t.v4(2)], cert, key)
+                                            "IP:" + t.v4(2),
+                                            "IP:" + t.v6(2)])
+        cls.up = h.fakeup("main", ["%s:443" % t.v4(2),
+                                   "[%s]:443" % t.v6(2)], cert, key)
         h.dns_server({
             "model-up.test": {"A": [t.v4(2)]},
             "private-up.test": {"A": ["10.0.0.1"]},

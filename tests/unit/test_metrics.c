@@ -689,6 +689,87 @@ test_listener(void **state)
 	event_base_free(base);
 }
 
+/* A connected client socket, for idle connections. */
+static int
+unix_connect(const char *path)
+{
+	struct sockaddr_un sun;
+	int fd;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	return fd;
+}
+
+/*
+ * The listener parses strictly (sluice's own parser, not evhttp's lenient
+ * one), answers one request per connection and holds at most 16
+ * connections: each refusal closes (http_exchange reads to EOF).
+ */
+static void
+test_listener_strict_and_capped(void **state)
+{
+	static const char *const bad[] = {
+		"GET /metrics HTTP/1.1\nHost: x\n\n", /* bare LF */
+		"GET /metrics HTTP/1.1\r\n\r\n",      /* no Host */
+		"GET /metrics HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+		"GET /metrics HTTP/1.1\r\nHost: x\r\n fold\r\n\r\n",
+		"GET /metrics HTTP/2.0\r\n\r\n",
+		"GET  /metrics HTTP/1.0\r\n\r\n",
+		"GET /metrics HTTP/1.0\r\nX : y\r\n\r\n",
+		("GET /metrics HTTP/1.0\r\nContent-Length: 1\r\n"
+		 "Transfer-Encoding: chunked\r\n\r\n"),
+	};
+	struct event_base *base = event_base_new();
+	char dir[] = "/tmp/sluice-test-metrics-XXXXXX";
+	char path[96], listen[160], why[256] = "", *r;
+	int fds[16];
+	size_t i;
+
+	(void)state;
+	assert_non_null(base);
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/metrics.sock", dir);
+	snprintf(listen, sizeof(listen), "unix:%s", path);
+	assert_int_equal(metrics_listen(base, listen, why, sizeof(why)), 0);
+	for (i = 0; i < SL_NELEM(bad); i++) {
+		r = http_exchange(base, path, bad[i]);
+		if (strstr(r, " 400 ") == NULL)
+			fail_msg("case %zu: %s", i, r);
+		assert_null(strstr(r, "sluice_"));
+		free(r);
+	}
+	r = http_exchange(base, path,
+	    "GET /metrics HTTP/1.0\r\nContent-Length: 3\r\n\r\nabc");
+	assert_non_null(strstr(r, " 413 "));
+	free(r);
+	/* 16 idle connections take every slot: the next one is refused. */
+	for (i = 0; i < SL_NELEM(fds); i++)
+		fds[i] = unix_connect(path);
+	for (i = 0; i < 20; i++)
+		event_base_loop(base, EVLOOP_NONBLOCK);
+	r = http_exchange(base, path, "GET /metrics HTTP/1.0\r\n\r\n");
+	assert_true(strncmp(r, "HTTP/1.1 503 ", 13) == 0);
+	assert_null(strstr(r, "sluice_"));
+	free(r);
+	/* A slot that frees up serves again. */
+	close(fds[0]);
+	for (i = 0; i < 20; i++)
+		event_base_loop(base, EVLOOP_NONBLOCK);
+	r = http_exchange(base, path, "GET /metrics HTTP/1.0\r\n\r\n");
+	assert_true(strncmp(r, "HTTP/1.1 200 ", 13) == 0);
+	free(r);
+	for (i = 1; i < SL_NELEM(fds); i++)
+		close(fds[i]);
+	metrics_close();
+	rmdir(dir);
+	event_base_free(base);
+}
+
 static void
 test_listen_errors(void **state)
 {
@@ -718,6 +799,7 @@ main(void)
 		cmocka_unit_test_setup(test_counts, setup),
 		cmocka_unit_test_setup(test_reload_outcome, setup),
 		cmocka_unit_test_setup(test_route_cap, setup),
+		cmocka_unit_test_setup(test_listener_strict_and_capped, setup),
 		cmocka_unit_test_setup(test_listener, setup),
 		cmocka_unit_test_setup(test_listen_errors, setup),
 	};

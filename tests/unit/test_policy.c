@@ -593,6 +593,7 @@ test_decide(void **state)
 		case REASON_UPSTREAM_TIMEOUT:
 		case REASON_UPSTREAM_BAD_RESPONSE:
 		case REASON_TOO_MANY_CONNECTIONS:
+		case REASON_RATE_LIMITED:
 			continue;
 		default:
 			break;

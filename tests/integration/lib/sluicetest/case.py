@@ -163,7 +163,17 @@ class ProxyTestCase(unittest.TestCase):
         self.assertEqual(r.status, status, "status: %r" % (r,))
         self.assertEqual(r.header("Sluice-Deny"), reason,
                          "Sluice-Deny: %r" % (r,))
-        self.assertEqual(_body_json(r), {"error": reason}, "body: %r" % (r,))
+        self.assertDenialBody(r, reason)
+        if isinstance(getattr(r, "reason", None), str):
+            self.assertTrue(r.reason.endswith(" (%s)" % reason),
+                            "status line reason phrase: %r" % (r,))
+        if 400 <= status < 500:
+            self.assertEqual(r.header("x-should-retry"), "false",
+                             "x-should-retry: %r" % (r,))
+        else:
+            # A 5xx may be fixed by a retry: no x-should-retry.
+            self.assertIsNone(r.header("x-should-retry"),
+                              "x-should-retry on a 5xx: %r" % (r,))
         if auth == "proxy":
             v = r.header("Proxy-Authenticate") or ""
             self.assertTrue(v.split(" ")[0].lower() == "bearer",
@@ -172,6 +182,20 @@ class ProxyTestCase(unittest.TestCase):
             v = r.header("WWW-Authenticate") or ""
             self.assertTrue(v.split(" ")[0].lower() == "bearer",
                             "WWW-Authenticate: %r" % (r,))
+
+    def assertDenialBody(self, r, reason):
+        """{"error": reason, "message": one sentence, "request_id": id};
+        returns the parsed body."""
+        b = _body_json(r)
+        self.assertIsInstance(b, dict, "body: %r" % (r,))
+        self.assertEqual(sorted(b), ["error", "message", "request_id"],
+                         "body: %r" % (r,))
+        self.assertEqual(b["error"], reason, "body: %r" % (r,))
+        self.assertIsInstance(b["message"], str)
+        self.assertTrue(b["message"], "empty message: %r" % (r,))
+        self.assertIsInstance(b["request_id"], str)
+        self.assertRegex(b["request_id"], r"^[0-9a-f]{20}$")
+        return b
 
     def assertNothingUpstream(self, fakeup, mark, what=""):
         """fakeup received no connection and no request since mark."""

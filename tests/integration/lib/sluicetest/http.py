@@ -52,12 +52,14 @@ class RawClient:
     (Content-Length, chunked, or read-to-close); closed() tells whether the
     server has closed its side (EOF or RST) within a timeout."""
 
-    def __init__(self, ns, host, port, timeout=5.0):
+    def __init__(self, ns, host, port, timeout=5.0, source=None):
         fam = socket.AF_INET6 if ":" in host else socket.AF_INET
         with entered(ns):
             self.sock = socket.socket(fam, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
         try:
+            if source is not None:  # a given client address
+                self.sock.bind((source, 0))
             self.sock.connect((host, port))
         except OSError:
             self.sock.close()

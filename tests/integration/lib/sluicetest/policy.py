@@ -14,6 +14,9 @@ DEFAULT_LIMITS = {
     "connect_timeout_ms": 2000,
     "upstream_response_timeout_ms": 5000,
     "drain_timeout_ms": 3000,
+    # Tests refuse many requests a second on purpose; the refusal budget
+    # has tests of its own that set it.
+    "per_client_refusals_per_s": 0,
 }
 
 
