@@ -41,6 +41,7 @@
 #define CONN_LINGER_MS     2000   /* reading after a last response */
 #define CONN_MAX_DENIALS   64     /* refusals in a row on one connection */
 #define CONN_LINGER_MAX    262144 /* bytes discarded while closing */
+#define CONN_REPLAY_MAX    65536  /* bytes kept to retry on a fresh upstream */
 
 enum conn_state {
 	CONN_S_IDLE = 0,    /* keep-alive: no request yet */
@@ -66,7 +67,8 @@ static const unsigned conn_moves[CONN_S__COUNT] = {
 	    B(CONN_S_CLOSED),
 	[CONN_S_UPSTREAM] =
 	    B(CONN_S_EXCHANGE) | B(CONN_S_FLUSH) | B(CONN_S_CLOSED),
-	[CONN_S_EXCHANGE] = B(CONN_S_IDLE) | B(CONN_S_FLUSH) | B(CONN_S_CLOSED),
+	[CONN_S_EXCHANGE] = B(CONN_S_IDLE) | B(CONN_S_UPSTREAM) |
+	    B(CONN_S_FLUSH) | B(CONN_S_CLOSED),
 	[CONN_S_TUNNEL_WAIT] =
 	    B(CONN_S_TUNNEL) | B(CONN_S_FLUSH) | B(CONN_S_CLOSED),
 	[CONN_S_TUNNEL] = B(CONN_S_CLOSED),
@@ -110,6 +112,7 @@ struct request {
 	int rq_client_minor;
 	int rq_close;                /* close the client afterwards */
 	int rq_logged;               /* audit line written */
+	int rq_forwarded;            /* a byte went upstream: "allow" */
 	int rq_head_sent;            /* response head went to the client */
 	int rq_up_close;             /* upstream said close / EOF body */
 	uint64_t rq_bytes_in;        /* client to upstream */
@@ -117,7 +120,10 @@ struct request {
 	struct body rq_body;         /* client to upstream */
 	struct body rq_rbody;        /* upstream to client */
 	struct evbuffer *rq_pending; /* head built before upstream ready */
-	size_t rq_scan;              /* response head terminator scan */
+	struct evbuffer *rq_replay; /* sent on a reused upstream, for a retry */
+	int rq_retried;             /* the one retry was made */
+	int rq_idempotent;          /* RFC 9110 9.2.2 */
+	size_t rq_scan;             /* response head terminator scan */
 	char rq_method[24];
 	char rq_sub[TOKEN_MAX_STR + 1];
 	char rq_jti[TOKEN_MAX_STR + 1];
@@ -339,7 +345,12 @@ request_log(struct conn *c)
 		return;
 	rq->rq_logged = 1;
 	secs = elapsed_s(&rq->rq_start);
-	allow = rq->rq_reason == REASON_OK;
+	/*
+	 * The decision is whether anything was let out; the reason is how
+	 * it ended (DESIGN.md "Audit log"): a forwarded request cut by the
+	 * upstream, the client, its token or a drain is allow + that reason.
+	 */
+	allow = rq->rq_forwarded;
 	route = rq->rq_route != NULL ? rq->rq_route->rt_audience : NULL;
 	if (rq->rq_connect)
 		metrics_tunnel(route, allow, rq->rq_reason, rq->rq_bytes_in,
@@ -395,6 +406,8 @@ request_free(struct conn *c)
 	}
 	if (rq->rq_pending != NULL)
 		evbuffer_free(rq->rq_pending);
+	if (rq->rq_replay != NULL)
+		evbuffer_free(rq->rq_replay);
 	free(rq->rq_host);
 	free(rq->rq_path);
 	config_unref(rq->rq_cf);
@@ -745,6 +758,20 @@ host_matches_target(const struct http1_msg *m, const struct uri *u)
 	    0;
 }
 
+/* RFC 9110 section 9.2.2: a retry cannot do what one request did not. */
+static int
+method_idempotent(const char *m, size_t len)
+{
+	static const char *const names[] = { "GET", "HEAD", "OPTIONS", "TRACE",
+		"PUT", "DELETE", NULL };
+	size_t i;
+
+	for (i = 0; names[i] != NULL; i++)
+		if (strlen(names[i]) == len && memcmp(names[i], m, len) == 0)
+			return 1;
+	return 0;
+}
+
 static void conn_start_upstream(struct conn *, const struct http1_msg *,
     const struct uri *);
 static void conn_req_body(struct conn *);
@@ -836,6 +863,7 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 	rq->rq_connect = connect;
 	rq->rq_head_method =
 	    m->method_len == 4 && memcmp(m->method, "HEAD", 4) == 0;
+	rq->rq_idempotent = method_idempotent(m->method, m->method_len);
 	rq->rq_client_minor = m->minor;
 	snprintf(rq->rq_method, sizeof(rq->rq_method), "%.*s",
 	    (int)(m->method_len < sizeof(rq->rq_method) ?
@@ -1166,6 +1194,42 @@ backpressure(struct bufferevent *src, struct bufferevent *dst)
 		bufferevent_disable(src, EV_READ);
 }
 
+/*
+ * Keep a copy of what out holds from offset off on (the bytes just relayed)
+ * for a retry, up to CONN_REPLAY_MAX in all; past that, or out of memory,
+ * no retry is possible and the copy goes.
+ */
+static void
+replay_keep(struct request *rq, struct evbuffer *out, size_t off)
+{
+	struct evbuffer_iovec v[16];
+	struct evbuffer_ptr pos;
+	size_t len = evbuffer_get_length(out), done = 0;
+	int i, n;
+
+	if (len <= off)
+		return;
+	if (evbuffer_get_length(rq->rq_replay) + (len - off) > CONN_REPLAY_MAX)
+		goto drop;
+	while (done < len - off) {
+		if (evbuffer_ptr_set(out, &pos, off + done, EVBUFFER_PTR_SET) ==
+			-1 ||
+		    (n = evbuffer_peek(out, -1, &pos, v, (int)SL_NELEM(v))) <=
+			0)
+			goto drop;
+		for (i = 0; i < n && i < (int)SL_NELEM(v); i++) {
+			if (evbuffer_add(rq->rq_replay, v[i].iov_base,
+				v[i].iov_len) == -1)
+				goto drop;
+			done += v[i].iov_len;
+		}
+	}
+	return;
+drop:
+	evbuffer_free(rq->rq_replay);
+	rq->rq_replay = NULL;
+}
+
 static void
 conn_req_body(struct conn *c)
 {
@@ -1173,14 +1237,18 @@ conn_req_body(struct conn *c)
 	struct bufferevent *ub;
 	const struct limits *l = &rq->rq_cf->cf_limits;
 	enum reason r;
+	size_t pre;
 	int rc;
 
 	if (rq->rq_up == NULL || rq->rq_body.bd_done)
 		return;
 	ub = upconn_bev(rq->rq_up);
 	in_fill_for(c->cn_bev, ub);
+	pre = evbuffer_get_length(bufferevent_get_output(ub));
 	rc = body_relay(&rq->rq_body, bufferevent_get_input(c->cn_bev),
 	    bufferevent_get_output(ub), &rq->rq_bytes_in, l->max_body_bytes);
+	if (rq->rq_replay != NULL)
+		replay_keep(rq, bufferevent_get_output(ub), pre);
 	out_flush(ub, !upconn_tls(rq->rq_up));
 	if (rc < 0) {
 		r = rc == -2 ? REASON_BODY_TOO_LARGE : REASON_BAD_REQUEST;
@@ -1225,6 +1293,7 @@ conn_attach_upstream(struct conn *c)
 	struct bufferevent *ub = upconn_bev(rq->rq_up);
 
 	upconn_addr(rq->rq_up, rq->rq_upaddr, sizeof(rq->rq_upaddr));
+	rq->rq_forwarded = 1;
 	bufferevent_setcb(ub, conn_up_read_cb, conn_up_write_cb,
 	    conn_up_event_cb, c);
 	bufferevent_setwatermark(ub, EV_WRITE, CONN_LOW_WATER, 0);
@@ -1277,8 +1346,16 @@ conn_start_upstream(struct conn *c, const struct http1_msg *m,
 	}
 	rq->rq_up = uc;
 	if (rc == 0) {
-		build_upstream_head(bufferevent_get_output(upconn_bev(uc)), m,
-		    u, rq->rq_route);
+		struct evbuffer *out = bufferevent_get_output(upconn_bev(uc));
+		size_t pre = evbuffer_get_length(out);
+
+		/*
+		 * A pooled connection may be closed by the upstream at this
+		 * very moment: keep what goes out for one retry (conn_retry).
+		 */
+		build_upstream_head(out, m, u, rq->rq_route);
+		if ((rq->rq_replay = evbuffer_new()) != NULL)
+			replay_keep(rq, out, pre);
 		conn_set_state(c, CONN_S_UPSTREAM);
 		conn_attach_upstream(c);
 		return;
@@ -1455,9 +1532,14 @@ conn_up_read_cb(struct bufferevent *bev, void *arg)
 	struct conn *c = arg;
 	struct request *rq = c->cn_req;
 
-	(void)bev;
 	if (c->cn_state != CONN_S_EXCHANGE || rq == NULL)
 		return;
+	/* Something of a response came: this request is never sent again. */
+	if (rq->rq_replay != NULL &&
+	    evbuffer_get_length(bufferevent_get_input(bev)) > 0) {
+		evbuffer_free(rq->rq_replay);
+		rq->rq_replay = NULL;
+	}
 	if (!rq->rq_head_sent) {
 		conn_resp_head(c);
 		if (c->cn_state != CONN_S_EXCHANGE)
@@ -1492,6 +1574,44 @@ conn_up_write_cb(struct bufferevent *bev, void *arg)
 		bufferevent_enable(c->cn_bev, EV_READ);
 }
 
+/*
+ * A reused upstream connection closed (or reset) before any byte of the
+ * response: the keep-alive race, where the upstream closed an idle
+ * connection as sluice sent on it. Send the request again, once, on a
+ * fresh connection, when that cannot repeat what the upstream did: the
+ * method is idempotent, or the body was not all sent (so the upstream
+ * never had the whole request). Returns 0 when a retry started.
+ */
+static int
+conn_retry(struct conn *c, struct bufferevent *bev)
+{
+	struct request *rq = c->cn_req;
+	struct upconn *uc = rq->rq_up;
+	int rc;
+
+	if (rq->rq_replay == NULL || rq->rq_retried || rq->rq_head_sent ||
+	    evbuffer_get_length(bufferevent_get_input(bev)) > 0 ||
+	    (!rq->rq_idempotent && rq->rq_body.bd_done))
+		return -1;
+	log_debug("conn %p: upstream closed a reused connection; retrying",
+	    (void *)c);
+	rq->rq_retried = 1;
+	bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
+	rq->rq_up = NULL;
+	upconn_release(uc, 0);
+	rq->rq_pending = rq->rq_replay;
+	rq->rq_replay = NULL;
+	rc = upstream_get(rq->rq_cf, rq->rq_route, UPSTREAM_FRESH,
+	    conn_upstream_ready_cb, c, &uc);
+	if (rc == -1) {
+		conn_deny(c, REASON_UPSTREAM_UNREACHABLE, 0);
+		return 0;
+	}
+	rq->rq_up = uc;
+	conn_set_state(c, CONN_S_UPSTREAM);
+	return 0;
+}
+
 static void
 conn_up_event_cb(struct bufferevent *bev, short what, void *arg)
 {
@@ -1517,6 +1637,8 @@ conn_up_event_cb(struct bufferevent *bev, short what, void *arg)
 			return;
 		}
 	}
+	if (conn_retry(c, bev) == 0)
+		return;
 	conn_up_bad(c,
 	    rq->rq_head_sent ||
 		    evbuffer_get_length(bufferevent_get_input(bev)) > 0 ?
@@ -1579,9 +1701,14 @@ tunnel_revalidate(struct conn *c)
 		return 0;
 	}
 	rq->rq_active = now;
-	if ((int64_t)now.tv_sec >= rq->rq_expires ||
-	    revocations_has(daemon_revocations(), rq->rq_cf, rq->rq_jti)) {
-		conn_close(c, "tunnel token expired or revoked");
+	if ((int64_t)now.tv_sec >= rq->rq_expires) {
+		rq->rq_reason = REASON_TOKEN_EXPIRED;
+		conn_close(c, "tunnel token expired");
+		return -1;
+	}
+	if (revocations_has(daemon_revocations(), rq->rq_cf, rq->rq_jti)) {
+		rq->rq_reason = REASON_TOKEN_REVOKED;
+		conn_close(c, "tunnel token revoked");
 		return -1;
 	}
 	return 0;
@@ -1685,6 +1812,9 @@ tunnel_event_cb(struct bufferevent *bev, short what, void *arg)
 		conn_close(c, "tunnel idle timeout");
 		return;
 	}
+	/* A reset: whose it was is how the tunnel ended. */
+	rq->rq_reason =
+	    side == 0 ? REASON_CLIENT_CLOSED : REASON_UPSTREAM_UNREACHABLE;
 	conn_close(c, "tunnel error");
 }
 
@@ -1714,6 +1844,7 @@ conn_tunnel_ready_cb(struct upconn *uc, enum reason r, void *arg)
 	ub = upconn_bev(uc);
 	upconn_addr(uc, rq->rq_upaddr, sizeof(rq->rq_upaddr));
 	rq->rq_status = 200;
+	rq->rq_forwarded = 1;
 	event_base_gettimeofday_cached(conn_base, &rq->rq_active);
 	evbuffer_add(out, "HTTP/1.1 200 Connection established\r\n\r\n", 39);
 	conn_set_state(c, CONN_S_TUNNEL);
@@ -1743,8 +1874,8 @@ conn_start_tunnel(struct conn *c)
 	struct request *rq = c->cn_req;
 	struct upconn *uc;
 
-	if (upstream_get(rq->rq_cf, rq->rq_route, 1, conn_tunnel_ready_cb, c,
-		&uc) == -1) {
+	if (upstream_get(rq->rq_cf, rq->rq_route, UPSTREAM_TUNNEL,
+		conn_tunnel_ready_cb, c, &uc) == -1) {
 		conn_deny(c, REASON_UPSTREAM_UNREACHABLE, 0);
 		return;
 	}
@@ -1832,11 +1963,15 @@ conn_client_event_cb(struct bufferevent *bev, short what, void *arg)
 		bufferevent_enable(bev, EV_READ);
 		return;
 	}
-	if ((what & BEV_EVENT_EOF) && c->cn_state == CONN_S_EXCHANGE &&
-	    rq != NULL && !rq->rq_body.bd_done) {
-		/* The client stopped mid-body: the request is incomplete. */
-		rq->rq_reason = REASON_BAD_REQUEST;
-	}
+	/*
+	 * The client went away (EOF or reset) after its request was
+	 * allowed and before the exchange completed: mid-body, while the
+	 * upstream connection was being made, or mid-response.
+	 */
+	if (rq != NULL && rq->rq_reason == REASON_OK &&
+	    (c->cn_state == CONN_S_UPSTREAM || c->cn_state == CONN_S_EXCHANGE ||
+		c->cn_state == CONN_S_TUNNEL_WAIT))
+		rq->rq_reason = REASON_CLIENT_CLOSED;
 	if ((what & BEV_EVENT_TIMEOUT) && c->cn_state == CONN_S_IDLE) {
 		conn_close(c, "idle timeout");
 		return;
@@ -1951,6 +2086,10 @@ conn_close_all(void)
 {
 	struct conn *c;
 
-	while ((c = TAILQ_FIRST(&conns)) != NULL)
+	while ((c = TAILQ_FIRST(&conns)) != NULL) {
+		/* What is still in flight was cut by the drain's end. */
+		if (c->cn_req != NULL && c->cn_req->rq_reason == REASON_OK)
+			c->cn_req->rq_reason = REASON_DRAIN_TIMEOUT;
 		conn_close(c, "shutdown");
+	}
 }

@@ -30,6 +30,8 @@ const char *const reason_str[REASON__COUNT] = {
 	[REASON_UPSTREAM_BAD_RESPONSE] = "upstream_bad_response",
 	[REASON_TOO_MANY_CONNECTIONS] = "too_many_connections",
 	[REASON_AUDIT_UNAVAILABLE] = "audit_unavailable",
+	[REASON_CLIENT_CLOSED] = "client_closed",
+	[REASON_DRAIN_TIMEOUT] = "drain_timeout",
 	[REASON_OK] = "ok",
 };
 
@@ -74,6 +76,7 @@ reason_status(enum reason r, int reverse)
 		return 504;
 	case REASON_TOO_MANY_CONNECTIONS:
 	case REASON_AUDIT_UNAVAILABLE:
+	case REASON_DRAIN_TIMEOUT:
 		return 503;
 	default:
 		break;

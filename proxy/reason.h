@@ -37,6 +37,8 @@ enum reason {
 	REASON_UPSTREAM_BAD_RESPONSE, /* response violates HTTP/1.1 */
 	REASON_TOO_MANY_CONNECTIONS,  /* max_connections reached */
 	REASON_AUDIT_UNAVAILABLE,     /* audit log in failed state */
+	REASON_CLIENT_CLOSED,         /* the client went away first */
+	REASON_DRAIN_TIMEOUT,         /* a shutdown's drain cut it */
 	REASON_OK,                    /* allowed */
 	REASON__COUNT
 };

@@ -593,6 +593,8 @@ test_decide(void **state)
 		case REASON_UPSTREAM_TIMEOUT:
 		case REASON_UPSTREAM_BAD_RESPONSE:
 		case REASON_TOO_MANY_CONNECTIONS:
+		case REASON_CLIENT_CLOSED: /* how an exchange ended */
+		case REASON_DRAIN_TIMEOUT:
 			continue;
 		default:
 			break;
