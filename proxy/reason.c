@@ -32,6 +32,7 @@ const char *const reason_str[REASON__COUNT] = {
 	[REASON_AUDIT_UNAVAILABLE] = "audit_unavailable",
 	[REASON_CLIENT_CLOSED] = "client_closed",
 	[REASON_DRAIN_TIMEOUT] = "drain_timeout",
+	[REASON_INTERNAL_ERROR] = "internal_error",
 	[REASON_OK] = "ok",
 };
 

@@ -39,6 +39,7 @@ enum reason {
 	REASON_AUDIT_UNAVAILABLE,     /* audit log in failed state */
 	REASON_CLIENT_CLOSED,         /* the client went away first */
 	REASON_DRAIN_TIMEOUT,         /* a shutdown's drain cut it */
+	REASON_INTERNAL_ERROR,        /* out of memory: one conn closed */
 	REASON_OK,                    /* allowed */
 	REASON__COUNT
 };

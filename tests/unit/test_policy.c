@@ -595,6 +595,7 @@ test_decide(void **state)
 		case REASON_TOO_MANY_CONNECTIONS:
 		case REASON_CLIENT_CLOSED: /* how an exchange ended */
 		case REASON_DRAIN_TIMEOUT:
+		case REASON_INTERNAL_ERROR:
 			continue;
 		default:
 			break;
