@@ -41,6 +41,7 @@
 #define CONN_LINGER_MS     2000   /* reading after a last response */
 #define CONN_MAX_DENIALS   64     /* refusals in a row on one connection */
 #define CONN_LINGER_MAX    262144 /* bytes discarded while closing */
+#define CONN_REPLAY_MAX    65536  /* bytes kept to retry on a fresh upstream */
 
 enum conn_state {
 	CONN_S_IDLE = 0,    /* keep-alive: no request yet */
@@ -66,7 +67,8 @@ static const unsigned conn_moves[CONN_S__COUNT] = {
 	    B(CONN_S_CLOSED),
 	[CONN_S_UPSTREAM] =
 	    B(CONN_S_EXCHANGE) | B(CONN_S_FLUSH) | B(CONN_S_CLOSED),
-	[CONN_S_EXCHANGE] = B(CONN_S_IDLE) | B(CONN_S_FLUSH) | B(CONN_S_CLOSED),
+	[CONN_S_EXCHANGE] = B(CONN_S_IDLE) | B(CONN_S_UPSTREAM) |
+	    B(CONN_S_FLUSH) | B(CONN_S_CLOSED),
 	[CONN_S_TUNNEL_WAIT] =
 	    B(CONN_S_TUNNEL) | B(CONN_S_FLUSH) | B(CONN_S_CLOSED),
 	[CONN_S_TUNNEL] = B(CONN_S_CLOSED),
@@ -110,6 +112,7 @@ struct request {
 	int rq_client_minor;
 	int rq_close;                /* close the client afterwards */
 	int rq_logged;               /* audit line written */
+	int rq_forwarded;            /* a byte went upstream: "allow" */
 	int rq_head_sent;            /* response head went to the client */
 	int rq_up_close;             /* upstream said close / EOF body */
 	uint64_t rq_bytes_in;        /* client to upstream */
@@ -117,7 +120,10 @@ struct request {
 	struct body rq_body;         /* client to upstream */
 	struct body rq_rbody;        /* upstream to client */
 	struct evbuffer *rq_pending; /* head built before upstream ready */
-	size_t rq_scan;              /* response head terminator scan */
+	struct evbuffer *rq_replay; /* sent on a reused upstream, for a retry */
+	int rq_retried;             /* the one retry was made */
+	int rq_idempotent;          /* RFC 9110 9.2.2 */
+	size_t rq_scan;             /* response head terminator scan */
 	char rq_method[24];
 	char rq_sub[TOKEN_MAX_STR + 1];
 	char rq_jti[TOKEN_MAX_STR + 1];
@@ -146,12 +152,14 @@ struct conn {
 	size_t cn_listener; /* index into cf_listeners */
 	struct bufferevent *cn_bev;
 	struct event *cn_timer; /* header deadline */
+	struct event *cn_free;  /* frees the conn from the loop */
 	struct request *cn_req;
 	size_t cn_scan; /* request head terminator scan */
 	int cn_draining;
 	unsigned cn_denials; /* refusals in a row, for the cap */
 	int cn_lingering;    /* FLUSH: write side shut, discarding input */
 	int cn_counted;      /* counted in clients_conn_add() */
+	int cn_broken;       /* the loop refused an event: close (timer) */
 	size_t cn_discarded; /* FLUSH: input bytes thrown away */
 	struct sockaddr_in6 cn_peer; /* big enough for both families */
 };
@@ -188,6 +196,42 @@ conn_set_state(struct conn *c, enum conn_state to)
 }
 
 /*
+ * The event loop refused a change (event_add or epoll_ctl out of memory):
+ * the connection cannot be served. Close it from the loop, through its
+ * header timer, which event_active() arms without allocating; the caller
+ * returns as usual and nothing is freed under it.
+ */
+static void
+conn_broken(struct conn *c)
+{
+	if (c->cn_state == CONN_S_CLOSED || c->cn_broken)
+		return;
+	c->cn_broken = 1;
+	event_active(c->cn_timer, EV_TIMEOUT, 0);
+}
+
+static void
+bev_on(struct conn *c, struct bufferevent *bev, short what)
+{
+	if (bufferevent_enable(bev, what) == -1)
+		conn_broken(c);
+}
+
+static void
+bev_off(struct conn *c, struct bufferevent *bev, short what)
+{
+	if (bufferevent_disable(bev, what) == -1)
+		conn_broken(c);
+}
+
+static void
+timer_on(struct conn *c, struct event *ev, const struct timeval *tv)
+{
+	if (evtimer_add(ev, tv) == -1)
+		conn_broken(c);
+}
+
+/*
  * Write what bev's output holds straight to its socket and arm the write
  * event only for what the kernel did not take. Left to itself a socket
  * bufferevent arms EPOLLOUT, waits a loop iteration and disarms it around
@@ -197,13 +241,13 @@ conn_set_state(struct conn *c, enum conn_state to)
  * callback, on the armed write.
  */
 static void
-out_flush(struct bufferevent *bev, int plain)
+out_flush(struct conn *c, struct bufferevent *bev, int plain)
 {
 	struct evbuffer *out = bufferevent_get_output(bev);
 	evutil_socket_t fd = bufferevent_getfd(bev);
 
 	if (!plain) {
-		bufferevent_enable(bev, EV_WRITE);
+		bev_on(c, bev, EV_WRITE);
 		return;
 	}
 	/*
@@ -215,9 +259,9 @@ out_flush(struct bufferevent *bev, int plain)
 		;
 	evbuffer_freeze(out, 1);
 	if (evbuffer_get_length(out) > 0)
-		bufferevent_enable(bev, EV_WRITE);
+		bev_on(c, bev, EV_WRITE);
 	else
-		bufferevent_disable(bev, EV_WRITE);
+		bev_off(c, bev, EV_WRITE);
 }
 
 /*
@@ -347,7 +391,12 @@ request_log(struct conn *c)
 		return;
 	rq->rq_logged = 1;
 	secs = elapsed_s(&rq->rq_start);
-	allow = rq->rq_reason == REASON_OK;
+	/*
+	 * The decision is whether anything was let out; the reason is how
+	 * it ended (DESIGN.md "Audit log"): a forwarded request cut by the
+	 * upstream, the client, its token or a drain is allow + that reason.
+	 */
+	allow = rq->rq_forwarded;
 	route = rq->rq_route != NULL ? rq->rq_route->rt_audience : NULL;
 	if (rq->rq_connect)
 		metrics_tunnel(route, allow, rq->rq_reason, rq->rq_bytes_in,
@@ -425,6 +474,8 @@ request_free(struct conn *c)
 	}
 	if (rq->rq_pending != NULL)
 		evbuffer_free(rq->rq_pending);
+	if (rq->rq_replay != NULL)
+		evbuffer_free(rq->rq_replay);
 	free(rq->rq_host);
 	free(rq->rq_path);
 	config_unref(rq->rq_cf);
@@ -438,11 +489,16 @@ conn_free_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	/* Only a connection that failed at accept is still counted here. */
+	if (c->cn_counted)
+		clients_conn_del((const struct sockaddr *)&c->cn_peer);
 	request_free(c);
 	if (c->cn_bev != NULL)
 		bufferevent_free(c->cn_bev);
 	if (c->cn_timer != NULL)
 		event_free(c->cn_timer);
+	if (c->cn_free != NULL)
+		event_free(c->cn_free);
 	free(c);
 }
 
@@ -467,7 +523,7 @@ conn_close(struct conn *c, const char *why)
 	metrics_conn_active(-1);
 	if (c->cn_bev != NULL) {
 		bufferevent_setcb(c->cn_bev, NULL, NULL, NULL, NULL);
-		bufferevent_disable(c->cn_bev, EV_READ | EV_WRITE);
+		(void)bufferevent_disable(c->cn_bev, EV_READ | EV_WRITE);
 	}
 	if (c->cn_timer != NULL)
 		evtimer_del(c->cn_timer);
@@ -486,9 +542,11 @@ conn_close(struct conn *c, const char *why)
 		c->cn_req->rq_up = NULL;
 		upconn_cancel(uc);
 	}
-	if (event_base_once(conn_base, -1, EV_TIMEOUT, conn_free_cb, c, NULL) ==
-	    -1)
-		conn_free_cb(-1, 0, c); /* no callback of c is on the stack */
+	/*
+	 * The free event was made at accept, so this cannot fail: a caller
+	 * that goes on after conn_close() still holds valid memory.
+	 */
+	event_active(c->cn_free, EV_TIMEOUT, 0);
 }
 
 /*
@@ -736,8 +794,8 @@ conn_deny(struct conn *c, enum reason r, int keep)
 		/* conn_step_head()'s loop reads the next request, if any. */
 		request_free(c);
 		conn_set_state(c, CONN_S_IDLE);
-		out_flush(c->cn_bev, 1);
-		bufferevent_enable(c->cn_bev, EV_READ);
+		out_flush(c, c->cn_bev, 1);
+		bev_on(c, c->cn_bev, EV_READ);
 		return;
 	}
 	if (rq != NULL && rq->rq_up != NULL) {
@@ -761,7 +819,7 @@ conn_linger_start(struct conn *c)
 	c->cn_lingering = 1;
 	(void)shutdown(bufferevent_getfd(c->cn_bev), SHUT_WR);
 	evtimer_del(c->cn_timer);
-	evtimer_add(c->cn_timer, &tv);
+	timer_on(c, c->cn_timer, &tv);
 }
 
 /* Write the last response, then close gracefully (FLUSH). */
@@ -770,9 +828,8 @@ conn_flush_close(struct conn *c)
 {
 	evtimer_del(c->cn_timer);
 	conn_set_state(c, CONN_S_FLUSH);
-	bufferevent_setwatermark(c->cn_bev, EV_READ, 0, 0);
-	bufferevent_enable(c->cn_bev, EV_READ);
-	out_flush(c->cn_bev, 1);
+	bev_on(c, c->cn_bev, EV_READ);
+	out_flush(c, c->cn_bev, 1);
 	/* Otherwise the write callback starts lingering once it is out. */
 	if (evbuffer_get_length(bufferevent_get_output(c->cn_bev)) == 0)
 		conn_linger_start(c);
@@ -837,7 +894,7 @@ name_eq_dash(const char *name, size_t len, const char *lit)
 	return 1;
 }
 
-static void
+static int
 add_content_length(struct evbuffer *out, uint64_t n)
 {
 	char buf[48];
@@ -849,30 +906,33 @@ add_content_length(struct evbuffer *out, uint64_t n)
 		buf[--i] = (char)('0' + n % 10);
 		n /= 10;
 	} while (n != 0);
-	evbuffer_add(out, "Content-Length: ", 16);
-	evbuffer_add(out, buf + i, sizeof(buf) - i);
+	if (evbuffer_add(out, "Content-Length: ", 16) == -1 ||
+	    evbuffer_add(out, buf + i, sizeof(buf) - i) == -1)
+		return -1;
+	return 0;
 }
 
 /* Write the request head sluice sends upstream (DESIGN.md "Headers"). */
-static void
+static int
 build_upstream_head(struct evbuffer *out, const struct http1_msg *m,
     const struct uri *u, const struct route *rt, struct request *rq)
 {
+	int rc = 0;
 	const struct upstream_conf *uc = &rt->rt_up;
 	int has_conn = http1_find(m, "connection", 0) != -1;
 	size_t i, j;
 
-	evbuffer_add(out, m->method, m->method_len);
-	evbuffer_add(out, " ", 1);
-	evbuffer_add(out, uc->uc_path, strlen(uc->uc_path));
-	evbuffer_add(out, u->path, u->path_len);
+	rc |= evbuffer_add(out, m->method, m->method_len);
+	rc |= evbuffer_add(out, " ", 1);
+	rc |= evbuffer_add(out, uc->uc_path, strlen(uc->uc_path));
+	rc |= evbuffer_add(out, u->path, u->path_len);
 	if (u->query != NULL) {
-		evbuffer_add(out, "?", 1);
-		evbuffer_add(out, u->query, u->query_len);
+		rc |= evbuffer_add(out, "?", 1);
+		rc |= evbuffer_add(out, u->query, u->query_len);
 	}
-	evbuffer_add(out, " HTTP/1.1\r\nHost: ", 17);
-	evbuffer_add(out, uc->uc_authority, strlen(uc->uc_authority));
-	evbuffer_add(out, "\r\n", 2);
+	rc |= evbuffer_add(out, " HTTP/1.1\r\nHost: ", 17);
+	rc |= evbuffer_add(out, uc->uc_authority, strlen(uc->uc_authority));
+	rc |= evbuffer_add(out, "\r\n", 2);
 	for (i = 0; i < m->nhdrs; i++) {
 		const struct http1_hdr *h = &m->hdrs[i];
 
@@ -902,24 +962,25 @@ build_upstream_head(struct evbuffer *out, const struct http1_msg *m,
 			rq->rq_auth_removed = 1;
 			continue;
 		}
-		evbuffer_add(out, h->name, h->name_len);
-		evbuffer_add(out, ": ", 2);
-		evbuffer_add(out, h->value, h->value_len);
-		evbuffer_add(out, "\r\n", 2);
+		rc |= evbuffer_add(out, h->name, h->name_len);
+		rc |= evbuffer_add(out, ": ", 2);
+		rc |= evbuffer_add(out, h->value, h->value_len);
+		rc |= evbuffer_add(out, "\r\n", 2);
 	}
 	for (j = 0; j < uc->uc_nheaders; j++) {
 		const struct upstream_header *uh = &uc->uc_headers[j];
 
-		evbuffer_add(out, uh->uh_name, strlen(uh->uh_name));
-		evbuffer_add(out, ": ", 2);
-		evbuffer_add(out, uh->uh_value, uh->uh_value_len);
-		evbuffer_add(out, "\r\n", 2);
+		rc |= evbuffer_add(out, uh->uh_name, strlen(uh->uh_name));
+		rc |= evbuffer_add(out, ": ", 2);
+		rc |= evbuffer_add(out, uh->uh_value, uh->uh_value_len);
+		rc |= evbuffer_add(out, "\r\n", 2);
 	}
 	if (m->body == HTTP1_BODY_CHUNKED)
-		evbuffer_add(out, "Transfer-Encoding: chunked\r\n", 28);
+		rc |= evbuffer_add(out, "Transfer-Encoding: chunked\r\n", 28);
 	else if (m->body == HTTP1_BODY_LENGTH)
-		add_content_length(out, m->content_length);
-	evbuffer_add(out, "\r\n", 2);
+		rc |= add_content_length(out, m->content_length);
+	rc |= evbuffer_add(out, "\r\n", 2);
+	return rc;
 }
 
 /* Host must agree with an absolute-form or authority-form target. */
@@ -945,6 +1006,20 @@ host_matches_target(const struct http1_msg *m, const struct uri *u)
 	return u->form == URI_ABSOLUTE ?
 	    !u->has_port || u->port == (u->https ? 443 : 80) :
 	    1;
+}
+
+/* RFC 9110 section 9.2.2: a retry cannot do what one request did not. */
+static int
+method_idempotent(const char *m, size_t len)
+{
+	static const char *const names[] = { "GET", "HEAD", "OPTIONS", "TRACE",
+		"PUT", "DELETE", NULL };
+	size_t i;
+
+	for (i = 0; names[i] != NULL; i++)
+		if (strlen(names[i]) == len && memcmp(names[i], m, len) == 0)
+			return 1;
+	return 0;
 }
 
 static void conn_start_upstream(struct conn *, const struct http1_msg *,
@@ -1047,6 +1122,7 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 	rq->rq_connect = connect;
 	rq->rq_head_method =
 	    m->method_len == 4 && memcmp(m->method, "HEAD", 4) == 0;
+	rq->rq_idempotent = method_idempotent(m->method, m->method_len);
 	rq->rq_client_minor = m->minor;
 	snprintf(rq->rq_method, sizeof(rq->rq_method), "%.*s",
 	    (int)(m->method_len < sizeof(rq->rq_method) ?
@@ -1194,6 +1270,12 @@ conn_header_timeout_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	if (c->cn_broken) {
+		if (c->cn_req != NULL)
+			c->cn_req->rq_reason = REASON_INTERNAL_ERROR;
+		conn_close(c, "the event loop refused an event");
+		return;
+	}
 	if (c->cn_lingering) {
 		conn_close(c, "linger time over");
 		return;
@@ -1226,7 +1308,7 @@ conn_step_head(struct conn *c)
 		 */
 		if (evbuffer_get_length(bufferevent_get_output(c->cn_bev)) >
 		    CONN_HIGH_WATER) {
-			bufferevent_disable(c->cn_bev, EV_READ);
+			bev_off(c, c->cn_bev, EV_READ);
 			return;
 		}
 		if (c->cn_state == CONN_S_IDLE) {
@@ -1246,7 +1328,7 @@ conn_step_head(struct conn *c)
 				    sl_ms_tv(c->cn_req->rq_cf->cf_limits
 						 .header_timeout_ms);
 
-				evtimer_add(c->cn_timer, &tv);
+				timer_on(c, c->cn_timer, &tv);
 			}
 		}
 		l = &c->cn_req->rq_cf->cf_limits;
@@ -1290,7 +1372,7 @@ conn_step_head(struct conn *c)
  */
 
 /* A chunk-size line: lower-case hex, no extension. */
-static void
+static int
 chunk_line(struct evbuffer *dst, size_t n)
 {
 	char buf[2 * sizeof(size_t) + 2];
@@ -1302,14 +1384,15 @@ chunk_line(struct evbuffer *dst, size_t n)
 		buf[--i] = "0123456789abcdef"[n & 0xf];
 		n >>= 4;
 	} while (n != 0);
-	evbuffer_add(dst, buf + i, sizeof(buf) - i);
+	return evbuffer_add(dst, buf + i, sizeof(buf) - i);
 }
 
 /*
  * Move as much of body b from src to dst as framing allows, but never a
  * payload byte beyond limit. Returns 0, -1 on a framing error
- * (b->bd_chunk.err says which) or -2 when the payload would pass limit
- * (nothing of the offending run is moved).
+ * (b->bd_chunk.err says which), -2 when the payload would pass limit
+ * (nothing of the offending run is moved) or -3 out of memory (dst's
+ * framing may then be cut: close both sides).
  */
 static int
 body_relay(struct body *b, struct evbuffer *src, struct evbuffer *dst,
@@ -1323,7 +1406,8 @@ body_relay(struct body *b, struct evbuffer *src, struct evbuffer *dst,
 			size_t n =
 			    b->bd_left < avail ? (size_t)b->bd_left : avail;
 
-			evbuffer_remove_buffer(src, dst, n);
+			if (evbuffer_remove_buffer(src, dst, n) != (int)n)
+				return -3;
 			b->bd_left -= n;
 			b->bd_bytes += n;
 			*counter += n;
@@ -1332,9 +1416,10 @@ body_relay(struct body *b, struct evbuffer *src, struct evbuffer *dst,
 			break;
 		}
 		case HTTP1_BODY_EOF:
+			if (evbuffer_add_buffer(dst, src) == -1)
+				return -3;
 			b->bd_bytes += avail;
 			*counter += avail;
-			evbuffer_add_buffer(dst, src);
 			break;
 		case HTTP1_BODY_CHUNKED: {
 			struct evbuffer_iovec v;
@@ -1356,19 +1441,23 @@ body_relay(struct body *b, struct evbuffer *src, struct evbuffer *dst,
 			if (data > 0 && b->bd_bytes + data > limit)
 				return -2;
 			if (data == 0 && b->bd_mode != BODY_PASS)
-				evbuffer_drain(src, (size_t)used);
+				(void)evbuffer_drain(src, (size_t)used);
 			else if (data > 0 && b->bd_mode == BODY_RECHUNK) {
-				chunk_line(dst, data);
-				evbuffer_remove_buffer(src, dst, data);
-				evbuffer_add(dst, "\r\n", 2);
-			} else
-				evbuffer_remove_buffer(src, dst, (size_t)used);
+				if (chunk_line(dst, data) == -1 ||
+				    evbuffer_remove_buffer(src, dst, data) !=
+					(int)data ||
+				    evbuffer_add(dst, "\r\n", 2) == -1)
+					return -3;
+			} else if (evbuffer_remove_buffer(src, dst,
+				       (size_t)used) != (int)used)
+				return -3;
 			*counter += (size_t)used;
 			b->bd_bytes += data;
 			if (http1_chunked_done(&b->bd_chunk)) {
 				b->bd_done = 1;
-				if (b->bd_mode == BODY_RECHUNK)
-					evbuffer_add(dst, "0\r\n\r\n", 5);
+				if (b->bd_mode == BODY_RECHUNK &&
+				    evbuffer_add(dst, "0\r\n\r\n", 5) == -1)
+					return -3;
 			}
 			break;
 		}
@@ -1382,10 +1471,46 @@ body_relay(struct body *b, struct evbuffer *src, struct evbuffer *dst,
 
 /* Pause the source while the destination holds too much. */
 static void
-backpressure(struct bufferevent *src, struct bufferevent *dst)
+backpressure(struct conn *c, struct bufferevent *src, struct bufferevent *dst)
 {
 	if (evbuffer_get_length(bufferevent_get_output(dst)) > CONN_HIGH_WATER)
-		bufferevent_disable(src, EV_READ);
+		bev_off(c, src, EV_READ);
+}
+
+/*
+ * Keep a copy of what out holds from offset off on (the bytes just relayed)
+ * for a retry, up to CONN_REPLAY_MAX in all; past that, or out of memory,
+ * no retry is possible and the copy goes.
+ */
+static void
+replay_keep(struct request *rq, struct evbuffer *out, size_t off)
+{
+	struct evbuffer_iovec v[16];
+	struct evbuffer_ptr pos;
+	size_t len = evbuffer_get_length(out), done = 0;
+	int i, n;
+
+	if (len <= off)
+		return;
+	if (evbuffer_get_length(rq->rq_replay) + (len - off) > CONN_REPLAY_MAX)
+		goto drop;
+	while (done < len - off) {
+		if (evbuffer_ptr_set(out, &pos, off + done, EVBUFFER_PTR_SET) ==
+			-1 ||
+		    (n = evbuffer_peek(out, -1, &pos, v, (int)SL_NELEM(v))) <=
+			0)
+			goto drop;
+		for (i = 0; i < n && i < (int)SL_NELEM(v); i++) {
+			if (evbuffer_add(rq->rq_replay, v[i].iov_base,
+				v[i].iov_len) == -1)
+				goto drop;
+			done += v[i].iov_len;
+		}
+	}
+	return;
+drop:
+	evbuffer_free(rq->rq_replay);
+	rq->rq_replay = NULL;
 }
 
 static void
@@ -1395,17 +1520,23 @@ conn_req_body(struct conn *c)
 	struct bufferevent *ub;
 	const struct limits *l = &rq->rq_cf->cf_limits;
 	enum reason r;
+	size_t pre;
 	int rc;
 
 	if (rq->rq_up == NULL || rq->rq_body.bd_done)
 		return;
 	ub = upconn_bev(rq->rq_up);
 	in_fill_for(c->cn_bev, ub);
+	pre = evbuffer_get_length(bufferevent_get_output(ub));
 	rc = body_relay(&rq->rq_body, bufferevent_get_input(c->cn_bev),
 	    bufferevent_get_output(ub), &rq->rq_bytes_in, l->max_body_bytes);
-	out_flush(ub, !upconn_tls(rq->rq_up));
+	if (rq->rq_replay != NULL)
+		replay_keep(rq, bufferevent_get_output(ub), pre);
+	out_flush(c, ub, !upconn_tls(rq->rq_up));
 	if (rc < 0) {
-		r = rc == -2 ? REASON_BODY_TOO_LARGE : REASON_BAD_REQUEST;
+		r = rc == -2 ? REASON_BODY_TOO_LARGE :
+		    rc == -3 ? REASON_INTERNAL_ERROR :
+			       REASON_BAD_REQUEST;
 		rq->rq_reason = r;
 		if (!rq->rq_head_sent)
 			conn_deny(c, r, 0);
@@ -1423,13 +1554,13 @@ conn_req_body(struct conn *c)
 			conn_finish(c);
 		return;
 	}
-	backpressure(c->cn_bev, ub);
+	backpressure(c, c->cn_bev, ub);
 }
 
 /*
  * Upstream connection and response.
  */
-static void
+static int
 conn_up_timeouts(struct conn *c, int waiting_head)
 {
 	const struct limits *l = &c->cn_req->rq_cf->cf_limits;
@@ -1437,10 +1568,12 @@ conn_up_timeouts(struct conn *c, int waiting_head)
 	    sl_ms_tv(waiting_head ? l->upstream_response_timeout_ms :
 				    l->idle_timeout_ms);
 	struct timeval wr = sl_ms_tv(l->idle_timeout_ms);
-	bufferevent_set_timeouts(upconn_bev(c->cn_req->rq_up), &rd, &wr);
+
+	return bufferevent_set_timeouts(upconn_bev(c->cn_req->rq_up), &rd, &wr);
 }
 
-static void
+/* The request head goes out on the connection. -1: refused (500). */
+static int
 conn_attach_upstream(struct conn *c)
 {
 	struct request *rq = c->cn_req;
@@ -1451,14 +1584,25 @@ conn_attach_upstream(struct conn *c)
 	    conn_up_event_cb, c);
 	bufferevent_setwatermark(ub, EV_WRITE, CONN_LOW_WATER, 0);
 	if (rq->rq_pending != NULL) {
-		evbuffer_add_buffer(bufferevent_get_output(ub), rq->rq_pending);
+		if (evbuffer_add_buffer(bufferevent_get_output(ub),
+			rq->rq_pending) == -1) {
+			conn_deny(c, REASON_INTERNAL_ERROR, 0);
+			return -1;
+		}
 		evbuffer_free(rq->rq_pending);
 		rq->rq_pending = NULL;
 	}
-	conn_up_timeouts(c, 1);
-	bufferevent_enable(ub, EV_READ);
-	out_flush(ub, !upconn_tls(rq->rq_up));
+	if (conn_up_timeouts(c, 1) == -1 ||
+	    bufferevent_enable(ub, EV_READ) == -1) {
+		conn_deny(c, REASON_INTERNAL_ERROR, 0);
+		return -1;
+	}
+	rq->rq_forwarded = 1;
+	out_flush(c, ub, !upconn_tls(rq->rq_up));
 	conn_set_state(c, CONN_S_EXCHANGE);
+	/* Reading may have stopped while connecting (conn_bound_input). */
+	bev_on(c, c->cn_bev, EV_READ);
+	return 0;
 }
 
 static void
@@ -1476,9 +1620,9 @@ conn_upstream_ready_cb(struct upconn *uc, enum reason r, void *arg)
 		conn_deny(c, r, 0);
 		return;
 	}
-	conn_attach_upstream(c);
 	/* Body bytes that arrived while connecting. */
-	conn_req_body(c);
+	if (conn_attach_upstream(c) == 0)
+		conn_req_body(c);
 }
 
 static void
@@ -1489,8 +1633,7 @@ conn_start_upstream(struct conn *c, const struct http1_msg *m,
 	struct upconn *uc;
 	int rc;
 
-	/* Client bytes wait in the input while needed: bound them. */
-	bufferevent_setwatermark(c->cn_bev, EV_READ, 0, CONN_HIGH_WATER);
+	/* Client bytes wait in the input meanwhile (conn_bound_input). */
 	rc = upstream_get(rq->rq_cf, rq->rq_route, 0, conn_upstream_ready_cb, c,
 	    &uc);
 	if (rc == -1) {
@@ -1499,24 +1642,36 @@ conn_start_upstream(struct conn *c, const struct http1_msg *m,
 	}
 	rq->rq_up = uc;
 	if (rc == 0) {
-		build_upstream_head(bufferevent_get_output(upconn_bev(uc)), m,
-		    u, rq->rq_route, rq);
+		struct evbuffer *out = bufferevent_get_output(upconn_bev(uc));
+		size_t pre = evbuffer_get_length(out);
+
+		/*
+		 * A pooled connection may be closed by the upstream at this
+		 * very moment: keep what goes out for one retry (conn_retry).
+		 */
+		if (build_upstream_head(out, m, u, rq->rq_route, rq) == -1) {
+			conn_deny(c, REASON_INTERNAL_ERROR, 0);
+			return;
+		}
+		if ((rq->rq_replay = evbuffer_new()) != NULL)
+			replay_keep(rq, out, pre);
 		conn_set_state(c, CONN_S_UPSTREAM);
-		conn_attach_upstream(c);
+		(void)conn_attach_upstream(c);
 		return;
 	}
-	if ((rq->rq_pending = evbuffer_new()) == NULL) {
-		conn_close(c, "out of memory");
+	if ((rq->rq_pending = evbuffer_new()) == NULL ||
+	    build_upstream_head(rq->rq_pending, m, u, rq->rq_route, rq) == -1) {
+		conn_deny(c, REASON_INTERNAL_ERROR, 0);
 		return;
 	}
-	build_upstream_head(rq->rq_pending, m, u, rq->rq_route, rq);
 	conn_set_state(c, CONN_S_UPSTREAM);
 }
 
 /* Write the client's response head from the upstream's (filtered). */
-static void
+static int
 build_client_head(struct conn *c, const struct http1_msg *m)
 {
+	int rc = 0;
 	struct request *rq = c->cn_req;
 	struct evbuffer *out = bufferevent_get_output(c->cn_bev);
 	char status[13] = "HTTP/1.1 000";
@@ -1526,10 +1681,10 @@ build_client_head(struct conn *c, const struct http1_msg *m)
 	status[9] = (char)('0' + m->status / 100);
 	status[10] = (char)('0' + m->status / 10 % 10);
 	status[11] = (char)('0' + m->status % 10);
-	evbuffer_add(out, status, 12);
-	evbuffer_add(out, " ", 1);
-	evbuffer_add(out, m->reason, m->reason_len);
-	evbuffer_add(out, "\r\n", 2);
+	rc |= evbuffer_add(out, status, 12);
+	rc |= evbuffer_add(out, " ", 1);
+	rc |= evbuffer_add(out, m->reason, m->reason_len);
+	rc |= evbuffer_add(out, "\r\n", 2);
 	for (i = 0; i < m->nhdrs; i++) {
 		const struct http1_hdr *h = &m->hdrs[i];
 
@@ -1541,19 +1696,20 @@ build_client_head(struct conn *c, const struct http1_msg *m)
 		    (m->body == HTTP1_BODY_LENGTH &&
 			http1_name_eq(h->name, h->name_len, "content-length")))
 			continue;
-		evbuffer_add(out, h->name, h->name_len);
-		evbuffer_add(out, ": ", 2);
-		evbuffer_add(out, h->value, h->value_len);
-		evbuffer_add(out, "\r\n", 2);
+		rc |= evbuffer_add(out, h->name, h->name_len);
+		rc |= evbuffer_add(out, ": ", 2);
+		rc |= evbuffer_add(out, h->value, h->value_len);
+		rc |= evbuffer_add(out, "\r\n", 2);
 	}
 	if (m->status >= 200 && m->body == HTTP1_BODY_CHUNKED &&
 	    rq->rq_rbody.bd_mode != BODY_DECHUNK)
-		evbuffer_add(out, "Transfer-Encoding: chunked\r\n", 28);
+		rc |= evbuffer_add(out, "Transfer-Encoding: chunked\r\n", 28);
 	else if (m->status >= 200 && m->body == HTTP1_BODY_LENGTH)
-		add_content_length(out, m->content_length);
+		rc |= add_content_length(out, m->content_length);
 	if (m->status >= 200 && (rq->rq_close || draining))
-		evbuffer_add(out, "Connection: close\r\n", 19);
-	evbuffer_add(out, "\r\n", 2);
+		rc |= evbuffer_add(out, "Connection: close\r\n", 19);
+	rc |= evbuffer_add(out, "\r\n", 2);
+	return rc;
 }
 
 static void
@@ -1614,8 +1770,9 @@ conn_resp_head(struct conn *c)
 		rq->rq_scan = 0;
 		if (m.status < 200) {
 			/* Interim responses go to HTTP/1.1 clients only. */
-			if (rq->rq_client_minor == 1)
-				build_client_head(c, &m);
+			if (rq->rq_client_minor == 1 &&
+			    build_client_head(c, &m) == -1)
+				goto nomem;
 			evbuffer_drain(in, end);
 			continue;
 		}
@@ -1638,12 +1795,18 @@ conn_resp_head(struct conn *c)
 		if (m.body == HTTP1_BODY_NONE ||
 		    (m.body == HTTP1_BODY_LENGTH && m.content_length == 0))
 			rq->rq_rbody.bd_done = 1;
-		build_client_head(c, &m);
+		if (build_client_head(c, &m) == -1)
+			goto nomem;
 		evbuffer_drain(in, end);
 		rq->rq_head_sent = 1;
-		conn_up_timeouts(c, 0);
+		if (conn_up_timeouts(c, 0) == -1)
+			goto nomem;
 		return;
 	}
+nomem:
+	/* Part of a head may be out: nothing but a close is left. */
+	rq->rq_reason = REASON_INTERNAL_ERROR;
+	conn_close(c, "out of memory");
 }
 
 static void
@@ -1657,9 +1820,10 @@ conn_resp_body(struct conn *c)
 		in_fill_for(ub, c->cn_bev);
 	rc = body_relay(&rq->rq_rbody, bufferevent_get_input(ub),
 	    bufferevent_get_output(c->cn_bev), &rq->rq_bytes_out, UINT64_MAX);
-	out_flush(c->cn_bev, 1);
+	out_flush(c, c->cn_bev, 1);
 	if (rc < 0) {
-		rq->rq_reason = REASON_UPSTREAM_BAD_RESPONSE;
+		rq->rq_reason = rc == -3 ? REASON_INTERNAL_ERROR :
+					   REASON_UPSTREAM_BAD_RESPONSE;
 		conn_close(c, "bad response body");
 		return;
 	}
@@ -1668,7 +1832,7 @@ conn_resp_body(struct conn *c)
 			conn_finish(c);
 		return;
 	}
-	backpressure(ub, c->cn_bev);
+	backpressure(c, ub, c->cn_bev);
 }
 
 static void
@@ -1677,22 +1841,27 @@ conn_up_read_cb(struct bufferevent *bev, void *arg)
 	struct conn *c = arg;
 	struct request *rq = c->cn_req;
 
-	(void)bev;
 	if (c->cn_state != CONN_S_EXCHANGE || rq == NULL)
 		return;
+	/* Something of a response came: this request is never sent again. */
+	if (rq->rq_replay != NULL &&
+	    evbuffer_get_length(bufferevent_get_input(bev)) > 0) {
+		evbuffer_free(rq->rq_replay);
+		rq->rq_replay = NULL;
+	}
 	if (!rq->rq_head_sent) {
 		conn_resp_head(c);
 		if (c->cn_state != CONN_S_EXCHANGE)
 			return;
 		if (!rq->rq_head_sent) {
-			out_flush(c->cn_bev, 1); /* interim 1xx heads */
+			out_flush(c, c->cn_bev, 1); /* interim 1xx heads */
 			return;
 		}
 	}
 	if (!rq->rq_rbody.bd_done)
 		conn_resp_body(c);
 	else {
-		out_flush(c->cn_bev, 1);
+		out_flush(c, c->cn_bev, 1);
 		if (rq->rq_body.bd_done || rq->rq_close)
 			conn_finish(c);
 	}
@@ -1708,10 +1877,48 @@ conn_up_write_cb(struct bufferevent *bev, void *arg)
 		return;
 	if (!upconn_tls(c->cn_req->rq_up) &&
 	    evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-		bufferevent_disable(bev, EV_WRITE);
+		bev_off(c, bev, EV_WRITE);
 	/* The upstream drained what the client sent: read more. */
 	if (!c->cn_req->rq_body.bd_done)
-		bufferevent_enable(c->cn_bev, EV_READ);
+		bev_on(c, c->cn_bev, EV_READ);
+}
+
+/*
+ * A reused upstream connection closed (or reset) before any byte of the
+ * response: the keep-alive race, where the upstream closed an idle
+ * connection as sluice sent on it. Send the request again, once, on a
+ * fresh connection, when that cannot repeat what the upstream did: the
+ * method is idempotent, or the body was not all sent (so the upstream
+ * never had the whole request). Returns 0 when a retry started.
+ */
+static int
+conn_retry(struct conn *c, struct bufferevent *bev)
+{
+	struct request *rq = c->cn_req;
+	struct upconn *uc = rq->rq_up;
+	int rc;
+
+	if (rq->rq_replay == NULL || rq->rq_retried || rq->rq_head_sent ||
+	    evbuffer_get_length(bufferevent_get_input(bev)) > 0 ||
+	    (!rq->rq_idempotent && rq->rq_body.bd_done))
+		return -1;
+	log_debug("conn %p: upstream closed a reused connection; retrying",
+	    (void *)c);
+	rq->rq_retried = 1;
+	bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
+	rq->rq_up = NULL;
+	upconn_release(uc, 0);
+	rq->rq_pending = rq->rq_replay;
+	rq->rq_replay = NULL;
+	rc = upstream_get(rq->rq_cf, rq->rq_route, UPSTREAM_FRESH,
+	    conn_upstream_ready_cb, c, &uc);
+	if (rc == -1) {
+		conn_deny(c, REASON_UPSTREAM_UNREACHABLE, 0);
+		return 0;
+	}
+	rq->rq_up = uc;
+	conn_set_state(c, CONN_S_UPSTREAM);
+	return 0;
 }
 
 static void
@@ -1739,6 +1946,8 @@ conn_up_event_cb(struct bufferevent *bev, short what, void *arg)
 			return;
 		}
 	}
+	if (conn_retry(c, bev) == 0)
+		return;
 	conn_up_bad(c,
 	    rq->rq_head_sent ||
 		    evbuffer_get_length(bufferevent_get_input(bev)) > 0 ?
@@ -1770,8 +1979,7 @@ conn_finish(struct conn *c)
 		return;
 	}
 	conn_set_state(c, CONN_S_IDLE);
-	bufferevent_setwatermark(c->cn_bev, EV_READ, 0, 0);
-	bufferevent_enable(c->cn_bev, EV_READ);
+	bev_on(c, c->cn_bev, EV_READ);
 	/*
 	 * A pipelined request may already be buffered. Read it from the loop:
 	 * handling it here would nest one request inside another's callback.
@@ -1801,9 +2009,14 @@ tunnel_revalidate(struct conn *c)
 		return 0;
 	}
 	rq->rq_active = now;
-	if ((int64_t)now.tv_sec >= rq->rq_expires ||
-	    revocations_has(daemon_revocations(), rq->rq_cf, rq->rq_jti)) {
-		conn_close(c, "tunnel token expired or revoked");
+	if ((int64_t)now.tv_sec >= rq->rq_expires) {
+		rq->rq_reason = REASON_TOKEN_EXPIRED;
+		conn_close(c, "tunnel token expired");
+		return -1;
+	}
+	if (revocations_has(daemon_revocations(), rq->rq_cf, rq->rq_jti)) {
+		rq->rq_reason = REASON_TOKEN_REVOKED;
+		conn_close(c, "tunnel token revoked");
 		return -1;
 	}
 	return 0;
@@ -1827,9 +2040,13 @@ tunnel_read_cb(struct bufferevent *bev, void *arg)
 		rq->rq_bytes_out += n;
 	if (n > 0 && tunnel_revalidate(c) == -1)
 		return;
-	evbuffer_add_buffer(bufferevent_get_output(dst), in);
-	out_flush(dst, 1);
-	backpressure(bev, dst);
+	if (evbuffer_add_buffer(bufferevent_get_output(dst), in) == -1) {
+		rq->rq_reason = REASON_INTERNAL_ERROR;
+		conn_close(c, "out of memory");
+		return;
+	}
+	out_flush(c, dst, 1);
+	backpressure(c, bev, dst);
 }
 
 /*
@@ -1869,10 +2086,10 @@ tunnel_write_cb(struct bufferevent *bev, void *arg)
 
 	/* Drained below the low mark: the source may send again. */
 	if (!rq->rq_eof[side])
-		bufferevent_enable(src, EV_READ);
+		bev_on(c, src, EV_READ);
 	if (evbuffer_get_length(bufferevent_get_output(bev)) > 0)
 		return;
-	bufferevent_disable(bev, EV_WRITE);
+	bev_off(c, bev, EV_WRITE);
 	tunnel_check(c);
 }
 
@@ -1888,7 +2105,7 @@ tunnel_event_cb(struct bufferevent *bev, short what, void *arg)
 		if (c->cn_state != CONN_S_TUNNEL)
 			return;
 		rq->rq_eof[side] = 1;
-		bufferevent_disable(bev, EV_READ);
+		bev_off(c, bev, EV_READ);
 		tunnel_check(c);
 		return;
 	}
@@ -1901,12 +2118,15 @@ tunnel_event_cb(struct bufferevent *bev, short what, void *arg)
 
 		if (!(what & BEV_EVENT_WRITING) && !rq->rq_eof[side] &&
 		    quiet < (double)rq->rq_cf->cf_limits.idle_timeout_ms) {
-			bufferevent_enable(bev, EV_READ);
+			bev_on(c, bev, EV_READ);
 			return;
 		}
 		conn_close(c, "tunnel idle timeout");
 		return;
 	}
+	/* A reset: whose it was is how the tunnel ended. */
+	rq->rq_reason =
+	    side == 0 ? REASON_CLIENT_CLOSED : REASON_UPSTREAM_UNREACHABLE;
 	conn_close(c, "tunnel error");
 }
 
@@ -1935,25 +2155,30 @@ conn_tunnel_ready_cb(struct upconn *uc, enum reason r, void *arg)
 	}
 	ub = upconn_bev(uc);
 	upconn_addr(uc, rq->rq_upaddr, sizeof(rq->rq_upaddr));
-	rq->rq_status = 200;
 	event_base_gettimeofday_cached(conn_base, &rq->rq_active);
-	evbuffer_add(out, "HTTP/1.1 200 Connection established\r\n\r\n", 39);
+	if (evbuffer_add(out, "HTTP/1.1 200 Connection established\r\n\r\n",
+		39) == -1) {
+		conn_deny(c, REASON_INTERNAL_ERROR, 0);
+		return;
+	}
+	rq->rq_status = 200;
+	rq->rq_forwarded = 1;
 	conn_set_state(c, CONN_S_TUNNEL);
 	tv = sl_ms_tv(l->idle_timeout_ms);
 	bufferevent_setcb(c->cn_bev, tunnel_read_cb, tunnel_write_cb,
 	    tunnel_event_cb, c);
 	bufferevent_setcb(ub, tunnel_read_cb, tunnel_write_cb, tunnel_event_cb,
 	    c);
-	bufferevent_setwatermark(c->cn_bev, EV_READ, 0, 0);
 	bufferevent_setwatermark(c->cn_bev, EV_WRITE, CONN_LOW_WATER, 0);
 	bufferevent_setwatermark(ub, EV_WRITE, CONN_LOW_WATER, 0);
 	/* Write timeouts too: a peer that stops reading frees its slot. */
-	bufferevent_set_timeouts(c->cn_bev, &tv, &tv);
-	bufferevent_set_timeouts(ub, &tv, &tv);
-	bufferevent_enable(ub, EV_READ);
-	bufferevent_enable(c->cn_bev, EV_READ);
-	out_flush(ub, 1);
-	out_flush(c->cn_bev, 1);
+	if (bufferevent_set_timeouts(c->cn_bev, &tv, &tv) == -1 ||
+	    bufferevent_set_timeouts(ub, &tv, &tv) == -1)
+		conn_broken(c);
+	bev_on(c, ub, EV_READ);
+	bev_on(c, c->cn_bev, EV_READ);
+	out_flush(c, ub, 1);
+	out_flush(c, c->cn_bev, 1);
 	/* Bytes the client sent after the CONNECT head (a ClientHello). */
 	if (evbuffer_get_length(bufferevent_get_input(c->cn_bev)) > 0)
 		tunnel_read_cb(c->cn_bev, c);
@@ -1965,19 +2190,33 @@ conn_start_tunnel(struct conn *c)
 	struct request *rq = c->cn_req;
 	struct upconn *uc;
 
-	if (upstream_get(rq->rq_cf, rq->rq_route, 1, conn_tunnel_ready_cb, c,
-		&uc) == -1) {
+	if (upstream_get(rq->rq_cf, rq->rq_route, UPSTREAM_TUNNEL,
+		conn_tunnel_ready_cb, c, &uc) == -1) {
 		conn_deny(c, REASON_UPSTREAM_UNREACHABLE, 0);
 		return;
 	}
 	rq->rq_up = uc;
 	conn_set_state(c, CONN_S_TUNNEL_WAIT);
-	bufferevent_setwatermark(c->cn_bev, EV_READ, 0, CONN_HIGH_WATER);
 }
 
 /*
  * Client callbacks.
  */
+/*
+ * Bytes that wait in the client's input (while the upstream connects, or a
+ * pipelined request behind a response) are bounded: reading stops above
+ * the high mark and resumes when the state moves on. Not a read watermark:
+ * libevent 2.1 allocates the callback behind one in bufferevent_setwatermark
+ * and crashes when that allocation fails.
+ */
+static void
+conn_bound_input(struct conn *c)
+{
+	if (evbuffer_get_length(bufferevent_get_input(c->cn_bev)) >=
+	    CONN_HIGH_WATER)
+		bev_off(c, c->cn_bev, EV_READ);
+}
+
 static void
 conn_client_read_cb(struct bufferevent *bev, void *arg)
 {
@@ -1991,6 +2230,8 @@ conn_client_read_cb(struct bufferevent *bev, void *arg)
 		break;
 	case CONN_S_EXCHANGE:
 		conn_req_body(c);
+		if (c->cn_state == CONN_S_EXCHANGE)
+			conn_bound_input(c);
 		break;
 	case CONN_S_FLUSH: {
 		/* What follows a last response is not read, only dropped. */
@@ -2004,7 +2245,8 @@ conn_client_read_cb(struct bufferevent *bev, void *arg)
 		break;
 	}
 	default:
-		/* UPSTREAM, TUNNEL_WAIT: bytes wait, bounded by watermark. */
+		/* UPSTREAM, TUNNEL_WAIT: bytes wait, bounded. */
+		conn_bound_input(c);
 		break;
 	}
 }
@@ -2018,7 +2260,7 @@ conn_client_write_cb(struct bufferevent *bev, void *arg)
 
 	/* Armed only while bytes wait (out_flush). */
 	if (empty)
-		bufferevent_disable(bev, EV_WRITE);
+		bev_off(c, bev, EV_WRITE);
 	if (c->cn_state == CONN_S_FLUSH) {
 		if (empty && !c->cn_lingering)
 			conn_linger_start(c);
@@ -2027,7 +2269,7 @@ conn_client_write_cb(struct bufferevent *bev, void *arg)
 	/* Refusals drained (see conn_step_head): read the next requests. */
 	if ((c->cn_state == CONN_S_IDLE || c->cn_state == CONN_S_HEAD) &&
 	    !(bufferevent_get_enabled(bev) & EV_READ)) {
-		bufferevent_enable(bev, EV_READ);
+		bev_on(c, bev, EV_READ);
 		if (evbuffer_get_length(bufferevent_get_input(bev)) > 0)
 			bufferevent_trigger(bev, EV_READ,
 			    BEV_TRIG_DEFER_CALLBACKS);
@@ -2035,7 +2277,7 @@ conn_client_write_cb(struct bufferevent *bev, void *arg)
 	/* The client drained the response: read more from upstream. */
 	if (c->cn_state == CONN_S_EXCHANGE && rq != NULL && rq->rq_up != NULL &&
 	    !rq->rq_rbody.bd_done)
-		bufferevent_enable(upconn_bev(rq->rq_up), EV_READ);
+		bev_on(c, upconn_bev(rq->rq_up), EV_READ);
 }
 
 static void
@@ -2051,14 +2293,18 @@ conn_client_event_cb(struct bufferevent *bev, short what, void *arg)
 		 * The client has nothing more to say while a long response
 		 * streams; the upstream's own timeouts watch the exchange.
 		 */
-		bufferevent_enable(bev, EV_READ);
+		bev_on(c, bev, EV_READ);
 		return;
 	}
-	if ((what & BEV_EVENT_EOF) && c->cn_state == CONN_S_EXCHANGE &&
-	    rq != NULL && !rq->rq_body.bd_done) {
-		/* The client stopped mid-body: the request is incomplete. */
-		rq->rq_reason = REASON_BAD_REQUEST;
-	}
+	/*
+	 * The client went away (EOF or reset) after its request was
+	 * allowed and before the exchange completed: mid-body, while the
+	 * upstream connection was being made, or mid-response.
+	 */
+	if (rq != NULL && rq->rq_reason == REASON_OK &&
+	    (c->cn_state == CONN_S_UPSTREAM || c->cn_state == CONN_S_EXCHANGE ||
+		c->cn_state == CONN_S_TUNNEL_WAIT))
+		rq->rq_reason = REASON_CLIENT_CLOSED;
 	if ((what & BEV_EVENT_TIMEOUT) && c->cn_state == CONN_S_IDLE) {
 		conn_close(c, "idle timeout");
 		return;
@@ -2094,15 +2340,11 @@ conn_accept(struct event_base *base, int fd, size_t listener_idx,
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c->cn_bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
 	c->cn_timer = evtimer_new(base, conn_header_timeout_cb, c);
-	if (c->cn_bev == NULL || c->cn_timer == NULL) {
-		if (c->cn_bev != NULL)
-			bufferevent_free(c->cn_bev);
-		else
+	c->cn_free = event_new(base, -1, 0, conn_free_cb, c);
+	if (c->cn_bev == NULL || c->cn_timer == NULL || c->cn_free == NULL) {
+		if (c->cn_bev == NULL)
 			close(fd);
-		if (c->cn_timer != NULL)
-			event_free(c->cn_timer);
-		clients_conn_del((const struct sockaddr *)&c->cn_peer);
-		free(c);
+		conn_free_cb(-1, 0, c);
 		return -1;
 	}
 	bufferevent_set_max_single_read(c->cn_bev, CONN_IO_MAX);
@@ -2111,16 +2353,19 @@ conn_accept(struct event_base *base, int fd, size_t listener_idx,
 	    conn_client_event_cb, c);
 	bufferevent_setwatermark(c->cn_bev, EV_WRITE, CONN_LOW_WATER, 0);
 	idle = sl_ms_tv(l->idle_timeout_ms);
-	bufferevent_set_timeouts(c->cn_bev, &idle, &idle);
+	/* The header timeout runs from accept (slowloris), not first byte. */
+	head = sl_ms_tv(l->header_timeout_ms);
+	/* Writing is armed only while a response waits (out_flush). */
+	if (bufferevent_set_timeouts(c->cn_bev, &idle, &idle) == -1 ||
+	    evtimer_add(c->cn_timer, &head) == -1 ||
+	    bufferevent_disable(c->cn_bev, EV_WRITE) == -1 ||
+	    bufferevent_enable(c->cn_bev, EV_READ) == -1) {
+		conn_free_cb(-1, 0, c);
+		return -1;
+	}
 	TAILQ_INSERT_TAIL(&conns, c, cn_entry);
 	nconns++;
 	metrics_conn_active(1);
-	/* The header timeout runs from accept (slowloris), not first byte. */
-	head = sl_ms_tv(l->header_timeout_ms);
-	evtimer_add(c->cn_timer, &head);
-	/* Writing is armed only while a response waits (out_flush). */
-	bufferevent_disable(c->cn_bev, EV_WRITE);
-	bufferevent_enable(c->cn_bev, EV_READ);
 	return 0;
 }
 
@@ -2203,7 +2448,11 @@ conn_close_all(void)
 {
 	struct conn *c;
 
-	while ((c = TAILQ_FIRST(&conns)) != NULL)
+	while ((c = TAILQ_FIRST(&conns)) != NULL) {
+		/* What is still in flight was cut by the drain's end. */
+		if (c->cn_req != NULL && c->cn_req->rq_reason == REASON_OK)
+			c->cn_req->rq_reason = REASON_DRAIN_TIMEOUT;
 		conn_close(c, "shutdown");
+	}
 	clients_flush();
 }

@@ -84,12 +84,15 @@ int upstream_attach(struct config *cf);
 void upstream_free(struct upstream *);
 size_t upstream_idle_count(const struct upstream *);
 /*
- * Get a connection to rt's upstream: raw TCP when tunnel is set, else TLS
- * for https URLs. Returns 0 with *out an idle pooled connection ready to
- * use (cb is not called), 1 with *out pending (cb is called later; cancel
- * with upconn_cancel), or -1. The caller owns *out until it releases it.
+ * Get a connection to rt's upstream: raw TCP with UPSTREAM_TUNNEL, else TLS
+ * for https URLs; UPSTREAM_FRESH never takes one from the pool. Returns 0
+ * with *out an idle pooled connection ready to use (cb is not called), 1
+ * with *out pending (cb is called later; cancel with upconn_cancel), or -1.
+ * The caller owns *out until it releases it.
  */
-int upstream_get(struct config *cf, const struct route *rt, int tunnel,
+#define UPSTREAM_TUNNEL 0x1
+#define UPSTREAM_FRESH  0x2
+int upstream_get(struct config *cf, const struct route *rt, int flags,
     upconn_cb *cb, void *arg, struct upconn **out);
 void upconn_cancel(struct upconn *);
 /* Give a connection back: to the pool if reusable and clean, else close. */

@@ -31,6 +31,9 @@ const char *const reason_str[REASON__COUNT] = {
 	[REASON_TOO_MANY_CONNECTIONS] = "too_many_connections",
 	[REASON_AUDIT_UNAVAILABLE] = "audit_unavailable",
 	[REASON_RATE_LIMITED] = "rate_limited",
+	[REASON_CLIENT_CLOSED] = "client_closed",
+	[REASON_DRAIN_TIMEOUT] = "drain_timeout",
+	[REASON_INTERNAL_ERROR] = "internal_error",
 	[REASON_OK] = "ok",
 };
 
@@ -83,6 +86,7 @@ reason_status(enum reason r, int reverse)
 		return 504;
 	case REASON_TOO_MANY_CONNECTIONS:
 	case REASON_AUDIT_UNAVAILABLE:
+	case REASON_DRAIN_TIMEOUT:
 		return 503;
 	default:
 		break;
@@ -113,6 +117,8 @@ reason_status_text(int status)
 		return "Too Many Requests";
 	case 431:
 		return "Request Header Fields Too Large";
+	case 500:
+		return "Internal Server Error";
 	case 502:
 		return "Bad Gateway";
 	case 503:

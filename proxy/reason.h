@@ -38,6 +38,9 @@ enum reason {
 	REASON_TOO_MANY_CONNECTIONS,  /* max_connections reached */
 	REASON_AUDIT_UNAVAILABLE,     /* audit log in failed state */
 	REASON_RATE_LIMITED,          /* client over its refusal budget */
+	REASON_CLIENT_CLOSED,         /* the client went away first */
+	REASON_DRAIN_TIMEOUT,         /* a shutdown's drain cut it */
+	REASON_INTERNAL_ERROR,        /* out of memory: one conn closed */
 	REASON_OK,                    /* allowed */
 	REASON__COUNT
 };

@@ -630,21 +630,44 @@ upconn_idle_event_cb(struct bufferevent *bev, short what, void *arg)
 	upconn_idle_read_cb(bev, arg);
 }
 
+/*
+ * Whether an idle connection is still usable: the upstream may have closed
+ * it (or sent something unasked) since the loop last looked, and its event
+ * is not run yet. One non-blocking peek at the socket.
+ */
+static int
+upconn_alive(const struct upconn *uc)
+{
+	char b;
+	ssize_t n;
+
+	if (evbuffer_get_length(bufferevent_get_input(uc->uc_bev)) > 0)
+		return 0;
+	n = recv(bufferevent_getfd(uc->uc_bev), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	return n == -1 && errno == EAGAIN;
+}
+
 int
-upstream_get(struct config *cf, const struct route *rt, int tunnel,
+upstream_get(struct config *cf, const struct route *rt, int flags,
     upconn_cb *cb, void *arg, struct upconn **out)
 {
 	struct upstream *up = rt->rt_upstream;
+	int tunnel = (flags & UPSTREAM_TUNNEL) != 0;
 	struct upconn *uc;
 
 	(void)cf;
 	*out = NULL;
 	if (up == NULL)
 		return -1;
-	if (!tunnel && (uc = TAILQ_FIRST(&up->up_idle)) != NULL) {
+	while (!tunnel && !(flags & UPSTREAM_FRESH) &&
+	    (uc = TAILQ_FIRST(&up->up_idle)) != NULL) {
 		TAILQ_REMOVE(&up->up_idle, uc, uc_entry);
 		up->up_nidle--;
 		metrics_pool_idle(-1);
+		if (!upconn_alive(uc)) {
+			upconn_free(uc);
+			continue;
+		}
 		uc->uc_state = UPCONN_S_BUSY;
 		uc->uc_reused = 1;
 		uc->uc_cb = cb;

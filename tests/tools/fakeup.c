@@ -2,7 +2,8 @@
  * fakeup: a fake model upstream for the integration tests. It serves
  * HTTP/1.1 over TLS (or plain HTTP) on one or more addresses, answers a few
  * scripted endpoints (JSON echo, an SSE stream with pauses, big and slow
- * bodies, a hang, a malformed response, any status), and records every
+ * bodies, a hang, a malformed or cut response, a close of a reused
+ * connection, any status), and records every
  * connection, TLS handshake and request as one JSON line, so that a test
  * can check what sluice really sent upstream.
  *
@@ -984,6 +985,25 @@ dispatch(struct conn *c)
 			slow_step(c);
 	} else if (strcmp(ep, "hang") == 0) {
 		c->resp = RK_HANG;
+	} else if (strcmp(ep, "cut") == 0) {
+		/* Half of the promised body, then close: a cut response. */
+		c->resp_left = query_num(query, "bytes", 1024, 1 << 20);
+		write_head(c, 200, "application/octet-stream", 0, c->resp_left);
+		for (c->resp_off = 0; c->resp_off < c->resp_left / 2;
+		     c->resp_off++)
+			evbuffer_add(bufferevent_get_output(c->bev), "x", 1);
+		c->keepalive = 0;
+		response_done(c);
+	} else if (strcmp(ep, "drop-reused") == 0 && c->nreq > 0) {
+		/*
+		 * The keep-alive race: a request on a reused connection meets
+		 * an upstream that closes it without an answer. The first
+		 * request of a connection is echoed.
+		 */
+		free(path);
+		free(query);
+		conn_free(c);
+		return;
 	} else if (strcmp(ep, "bad") == 0) {
 		bad =
 		    bad_response(query_str(query, "kind", kind, sizeof(kind)));

@@ -594,6 +594,9 @@ test_decide(void **state)
 		case REASON_UPSTREAM_BAD_RESPONSE:
 		case REASON_TOO_MANY_CONNECTIONS:
 		case REASON_RATE_LIMITED:
+		case REASON_CLIENT_CLOSED: /* how an exchange ended */
+		case REASON_DRAIN_TIMEOUT:
+		case REASON_INTERNAL_ERROR:
 			continue;
 		default:
 			break;
