@@ -1388,6 +1388,23 @@ chunk_line(struct evbuffer *dst, size_t n)
 }
 
 /*
+ * Move n bytes from src to dst. Checked by dst's growth, not by what
+ * evbuffer_remove_buffer() returns: libevent 2.1 drains the bytes of a
+ * partly moved chain from src and counts them even when adding them to
+ * dst failed, which would silently cut a body's framing.
+ */
+static int
+body_move(struct evbuffer *src, struct evbuffer *dst, size_t n)
+{
+	size_t pre = evbuffer_get_length(dst);
+
+	if (evbuffer_remove_buffer(src, dst, n) != (int)n ||
+	    evbuffer_get_length(dst) - pre != n)
+		return -1;
+	return 0;
+}
+
+/*
  * Move as much of body b from src to dst as framing allows, but never a
  * payload byte beyond limit. Returns 0, -1 on a framing error
  * (b->bd_chunk.err says which), -2 when the payload would pass limit
@@ -1406,7 +1423,7 @@ body_relay(struct body *b, struct evbuffer *src, struct evbuffer *dst,
 			size_t n =
 			    b->bd_left < avail ? (size_t)b->bd_left : avail;
 
-			if (evbuffer_remove_buffer(src, dst, n) != (int)n)
+			if (body_move(src, dst, n) == -1)
 				return -3;
 			b->bd_left -= n;
 			b->bd_bytes += n;
@@ -1444,12 +1461,10 @@ body_relay(struct body *b, struct evbuffer *src, struct evbuffer *dst,
 				(void)evbuffer_drain(src, (size_t)used);
 			else if (data > 0 && b->bd_mode == BODY_RECHUNK) {
 				if (chunk_line(dst, data) == -1 ||
-				    evbuffer_remove_buffer(src, dst, data) !=
-					(int)data ||
+				    body_move(src, dst, data) == -1 ||
 				    evbuffer_add(dst, "\r\n", 2) == -1)
 					return -3;
-			} else if (evbuffer_remove_buffer(src, dst,
-				       (size_t)used) != (int)used)
+			} else if (body_move(src, dst, (size_t)used) == -1)
 				return -3;
 			*counter += (size_t)used;
 			b->bd_bytes += data;

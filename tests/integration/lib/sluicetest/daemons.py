@@ -17,11 +17,12 @@ class Sluice(Proc):
     """`sluice run -c POLICY` in a namespace; start() returns once the
     line `sluice: ready` is on stderr."""
 
-    def __init__(self, ns, policy_path, name, tmpdir, extra_args=()):
+    def __init__(self, ns, policy_path, name, tmpdir, extra_args=(),
+                 env=None):
         self.policy_path = policy_path
         argv = ns_exec(ns, [ENV.bin, "run", "-c", policy_path]
                        + list(extra_args))
-        super().__init__(argv, name, tmpdir)
+        super().__init__(argv, name, tmpdir, env=env)
 
     def wait_ready(self, timeout=None):
         if timeout is None:
