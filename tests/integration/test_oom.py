@@ -21,6 +21,7 @@ import os
 import socket
 import sys
 import time
+import unittest
 
 sys.dont_write_bytecode = True  # keep the source tree free of __pycache__
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -35,7 +36,7 @@ SHIM = os.path.join(st.ENV.tools, "libfailalloc.so")
 STATUSES = {200, 400, 403, 407, 429, 500, 502, 503, 504}
 
 
-@__import__("unittest").skipIf(st.ENV.sanitize or not os.path.exists(SHIM),
+@unittest.skipIf(st.ENV.sanitize or not os.path.exists(SHIM),
                                "needs the plain build's libfailalloc.so")
 class TestOutOfMemory(st.ProxyTestCase):
     TAG = "oom"
