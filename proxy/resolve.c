@@ -52,7 +52,8 @@ struct resolve_req {
 	char rq_name[DNSMSG_NAME_MAX + 1];
 	uint16_t rq_qtype;
 	enum rq_state rq_state;
-	int rq_attempt; /* -1 before the first */
+	int rq_attempt;  /* -1 before the first */
+	size_t rq_first; /* the server of the first attempt */
 	struct sockaddr_storage rq_server;
 	socklen_t rq_serverlen;
 	struct dnsmsg_query rq_q;
@@ -100,7 +101,8 @@ resolve_set_servers(const struct sockaddr_storage *ss, size_t n)
 {
 	if (n > RESOLVE_MAX_SERVERS)
 		n = RESOLVE_MAX_SERVERS;
-	memcpy(rs_servers, ss, n * sizeof(*ss));
+	if (n > 0)
+		memcpy(rs_servers, ss, n * sizeof(*ss));
 	rs_nservers = n;
 	rs_next = 0;
 }
@@ -491,8 +493,11 @@ rq_next_attempt(struct resolve_req *rq)
 			rq_finish(rq, RESOLVE_FAIL, NULL, 0, 0);
 			return;
 		}
-		rq->rq_server = rs_servers[(rs_next + (size_t)rq->rq_attempt) %
-		    rs_nservers];
+		if (rq->rq_attempt == 0)
+			rq->rq_first = rs_next;
+		rq->rq_server =
+		    rs_servers[(rq->rq_first + (size_t)rq->rq_attempt) %
+			rs_nservers];
 		rq->rq_serverlen = ss_len(&rq->rq_server);
 		if (rq_udp_start(rq) == 0)
 			return;
