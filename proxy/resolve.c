@@ -458,9 +458,10 @@ rq_answer(struct resolve_req *rq, const unsigned char *msg, size_t len, int tcp)
 
 	if (dnsmsg_parse(&rq->rq_q, msg, len, &a, addrs, RESOLVE_MAX_ADDRS, &e,
 		&off) == -1) {
-		rq->rq_ignored++;
-		log_debug("dns %s: answer ignored: %s at byte %zu", rq->rq_name,
-		    dnsmsg_strerror(e), off);
+		/* The first one only: a flood must not flood the log too. */
+		if (rq->rq_ignored++ == 0)
+			log_debug("dns %s: answer ignored: %s at byte %zu",
+			    rq->rq_name, dnsmsg_strerror(e), off);
 		return -1;
 	}
 	if (a.da_tc) {
