@@ -12,12 +12,14 @@ added to lo) while requests keep re-resolving the name (TTL 1 s, reused
 for sluice's 5 s minimum; the real resolver answers after 0.5 s). Nothing
 may ever reach the forged address, and neither the kernel's upstream set
 nor the audit log may show it. The same attack runs without kernel rules
-(netpolicy off), where only the resolver's own checks stand.
+(netpolicy off), where only the resolver's own checks stand, and with an
+IPv6 resolver on the upstream side, whose address the attacker sends from
+with IPV6_FREEBIND.
 
 A resolver that truncates every UDP answer (TC) is asked again over TCP.
 
   sbx: sluice, clients, the attacker, DNS 127.0.0.11:53  --veth--  up:
-       fakeup 198.18.X.2:8080
+       fakeup 198.18.X.2:8080, (IPv6 case) DNS [2001:2:0:X::53]:53
 """
 
 import json
@@ -46,9 +48,10 @@ PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") \
 # A answers at every UDP socket of sluice's uid that /proc/net/udp shows.
 ATTACK = r"""
 import os, socket, struct, sys, threading, time
-sluice_uid, resolver, name, forged, port, dur = (
+sluice_uid, resolver, name, forged, port, dur, here = (
     int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4],
-    int(sys.argv[5]), float(sys.argv[6]))
+    int(sys.argv[5]), float(sys.argv[6]), sys.argv[7])
+v6 = ":" in resolver
 assert os.getuid() != 0 and os.getuid() != sluice_uid
 lst = socket.socket()
 lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -66,22 +69,31 @@ tmpl = bytearray(struct.pack("!HHHHHH", 0, 0x8180, 1, 1, 0, 0) + qname +
                  struct.pack("!HH", 1, 1) +
                  struct.pack("!HHHIH", 0xC00C, 1, 1, 300, 4) +
                  socket.inet_aton(forged))
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind((resolver, 0))  # the resolver's address, a port other than 53
+s = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET,
+                  socket.SOCK_DGRAM)
+if v6:
+    s.setsockopt(socket.IPPROTO_IPV6, 78, 1)  # IPV6_FREEBIND: any uid
+# The resolver's address (on lo, or not ours at all), a port other than 53.
+s.bind((resolver, 0))
 assert s.getsockname()[1] != 53
+
+def hexaddr(h):
+    b = b"".join(struct.pack("<I", int(h[i:i + 8], 16))
+                 for i in range(0, len(h), 8))
+    return socket.inet_ntop(socket.AF_INET6 if v6 else socket.AF_INET, b)
 
 def targets():
     out = set()
-    with open("/proc/net/udp") as f:
+    with open("/proc/net/udp6" if v6 else "/proc/net/udp") as f:
         next(f)
         for line in f:
             fl = line.split()
             if int(fl[7]) != sluice_uid:
                 continue
             la, lp = fl[1].split(":")
-            ip = socket.inet_ntoa(struct.pack("<I", int(la, 16)))
-            if ip == "0.0.0.0":
-                ip = "127.0.0.1"
+            ip = hexaddr(la)
+            if ip in ("0.0.0.0", "::"):
+                ip = here  # an unbound socket: any local address
             out.add((ip, int(lp, 16)))
     return out
 
@@ -110,12 +122,12 @@ print("stats sent=%d sockets=%d" % (sent, len(seen)), flush=True)
 
 
 class Attacker(st.Proc):
-    def __init__(self, h, forged, sluice_uid, dur):
+    def __init__(self, h, resolver, here, forged, sluice_uid, dur):
         argv = st.ns_exec(h.sbx, [
             "setpriv", "--reuid=%d" % ATTACKER_UID,
             "--regid=%d" % ATTACKER_UID, "--clear-groups", "--inh-caps=-all",
-            PY, "-c", ATTACK, str(sluice_uid), RESOLVER, UPSTREAM_NAME,
-            forged, str(PORT), str(dur)])
+            PY, "-c", ATTACK, str(sluice_uid), resolver, UPSTREAM_NAME,
+            forged, str(PORT), str(dur), here])
         super().__init__(argv, "attacker", h.tmp)
         if not st.wait_until(lambda: "ready" in self.stdout() or
                              not self.alive(), 10):
@@ -149,6 +161,7 @@ def sluice_uid():
 class Base(st.ProxyTestCase):
     MODE = "sidecar"
     DNS = {}
+    V6 = False  # the resolver on the upstream side's IPv6 address
 
     @classmethod
     def build(cls):
@@ -157,19 +170,25 @@ class Base(st.ProxyTestCase):
         # The attacker's own address, on lo of the shared namespace.
         t.sbx.ip("addr", "add", cls.forged + "/32", "dev", "lo")
         cls.up = h.fakeup("up", ["%s:%d" % (t.v4(2), PORT)])
-        cls.dns = st.DnsServer(h.sbx, RESOLVER,
-                               {UPSTREAM_NAME: {"A": [t.v4(2)]}},
-                               **cls.DNS)
+        records = {UPSTREAM_NAME: {"A": [t.v4(2)]}}
+        if cls.V6:
+            cls.resolver, cls.here = t.v6(0x53), t.v6(1)
+            t.up.ip("addr", "add", cls.resolver + "/64", "dev", t.up_if,
+                    "nodad")
+            cls.dns = st.DnsServer(h.up, cls.resolver, records, **cls.DNS)
+        else:
+            cls.resolver, cls.here = RESOLVER, "127.0.0.1"
+            cls.dns = st.DnsServer(h.sbx, RESOLVER, records, **cls.DNS)
         doc = pol.policy(os.path.join(h.tmp, "p"), h.key_file,
                          [pol.forward("fwd", "127.0.0.1:3128")],
                          [pol.route("model", [UPSTREAM_NAME],
                                     "http://%s:%d" % (UPSTREAM_NAME, PORT),
                                     allow_plaintext=True)],
-                         [RESOLVER])
+                         [cls.resolver])
         doc["user"] = SLUICE_USER
         doc["netpolicy"] = {"mode": cls.MODE, "table": "sluicedns",
                             "allow_loopback": True,
-                            "resolvers": [RESOLVER], "log_group": 9,
+                            "resolvers": [cls.resolver], "log_group": 9,
                             "flush_on_exit": True}
         cls.audit_path = doc["audit"]["path"]
         cls.sl = h.sluice("main", doc)
@@ -219,7 +238,8 @@ class TestForgery(Base):
 
     def test_forged_answers_never_used(self):
         mark = self.up.log.mark()
-        atk = Attacker(self.h, self.forged, sluice_uid(), self.DURATION)
+        atk = Attacker(self.h, self.resolver, self.here, self.forged,
+                       sluice_uid(), self.DURATION)
         statuses = []
         stop = time.monotonic() + self.DURATION - 2
         set_seen = []
@@ -237,6 +257,8 @@ class TestForgery(Base):
         w.join()
         atk.wait(self.DURATION + 10)
         stats = atk.stats()
+        print("\n  attack: %s, %d requests, %d DNS queries" % (
+            stats, len(statuses), len(self.dns.queries)), file=sys.stderr)
         # Nothing reached the forged address; nothing recorded it.
         self.assertEqual(atk.accepts(), [], "a tunnel went to the forger")
         self.assertNotIn(self.forged, self.audit_text())
@@ -261,6 +283,15 @@ class TestForgeryNoKernelRules(TestForgery):
     TAG = "dnsforge0"
     X = 46
     MODE = "off"
+    DURATION = 16
+
+
+class TestForgeryV6(TestForgery):
+    """An IPv6 resolver: IPV6_FREEBIND lets the attacker send from its
+    address without owning it."""
+    TAG = "dnsforge6"
+    X = 48
+    V6 = True
     DURATION = 16
 
 
