@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
-#include <event2/dns.h>
 #include <event2/event.h>
 #include <openssl/evp.h>
 
@@ -33,7 +32,6 @@
 #define DAEMON_TOKEN_CACHE 4096 /* verified tokens kept */
 
 static struct event_base *d_base;
-static struct evdns_base *d_dns;
 static struct config *d_cf; /* the current policy */
 static char *d_path;
 static struct audit *d_audit;
@@ -264,34 +262,14 @@ prepare_state_dir(const struct config *cf, char *why, size_t whylen)
 }
 
 /*
- * Point the resolver at cf's servers. IMPORTANT: call this only after the
- * privilege drop: evdns opens its sockets here, and the kernel rules let
- * only sluice's own uid reach the resolvers.
+ * Point the resolver at cf's servers. IMPORTANT: the resolver opens its
+ * sockets per query, so queries must start only after the privilege drop:
+ * the kernel rules let only sluice's own uid reach the resolvers.
  */
 static int
 dns_setup(const struct config *cf, char *why, size_t whylen)
 {
-	size_t i;
-
-	evdns_base_clear_nameservers_and_suspend(d_dns);
-	/* netpolicy.resolvers are the only servers the kernel lets us use. */
-	for (i = 0; i < cf->cf_np.np_nresolvers; i++)
-		if (evdns_base_nameserver_ip_add(d_dns,
-			cf->cf_np.np_resolvers[i]) != 0) {
-			snprintf(why, whylen, "netpolicy.resolvers[%zu]: %s", i,
-			    "cannot use this DNS server");
-			return -1;
-		}
-	if (cf->cf_np.np_nresolvers == 0 &&
-	    evdns_base_resolv_conf_parse(d_dns, DNS_OPTION_NAMESERVERS,
-		"/etc/resolv.conf") != 0)
-		log_warnx("/etc/resolv.conf: no usable name server");
-	/* Fail within a few seconds, not the default ten. */
-	(void)evdns_base_set_option(d_dns, "timeout:", "2");
-	(void)evdns_base_set_option(d_dns, "attempts:", "2");
-	(void)evdns_base_set_option(d_dns, "randomize-case:", "0");
-	evdns_base_resume(d_dns);
-	return 0;
+	return resolve_configure(cf, why, whylen);
 }
 
 /*
@@ -639,10 +617,9 @@ cmd_run(int argc, char **argv)
 		fprintf(stderr, "%s\n", why);
 		return SL_EXIT_INVALID;
 	}
-	if ((d_base = event_base_new()) == NULL ||
-	    (d_dns = evdns_base_new(d_base, 0)) == NULL)
+	if ((d_base = event_base_new()) == NULL || resolve_init(d_base) == -1)
 		fatalx("cannot create the event loop");
-	if (upstream_init(d_base, d_dns, why, sizeof(why)) == -1 ||
+	if (upstream_init(d_base, why, sizeof(why)) == -1 ||
 	    upstream_attach(d_cf) == -1)
 		fatalx("%s", why[0] ? why : "upstream setup failed");
 	upstream_on_resolved(resolved_cb);
@@ -753,7 +730,7 @@ cmd_run(int argc, char **argv)
 	 * policies (and upstreams, with any DNS query) go before the resolver.
 	 */
 	event_base_loop(d_base, EVLOOP_NONBLOCK);
-	evdns_base_free(d_dns, 0);
+	resolve_shutdown();
 	event_base_free(d_base);
 	free(d_path);
 	return SL_EXIT_OK;

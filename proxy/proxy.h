@@ -65,7 +65,6 @@ int digest_sha256(const void *p, size_t n, unsigned char out[32]);
  * connection.
  */
 struct upconn;
-struct evdns_base;
 struct bufferevent;
 /*
  * Called once when a new connection is ready (uc, REASON_OK) or failed
@@ -76,8 +75,7 @@ typedef void upconn_cb(struct upconn *uc, enum reason r, void *arg);
 /* Called with a route's freshly resolved, allowed addresses. */
 typedef void upstream_resolved_cb(const struct route *rt,
     const struct sockaddr_storage *addrs, size_t n, uint32_t ttl);
-int upstream_init(struct event_base *, struct evdns_base *, char *why,
-    size_t whylen);
+int upstream_init(struct event_base *, char *why, size_t whylen);
 void upstream_on_resolved(upstream_resolved_cb *);
 /* Create the runtime state of every route of cf. 0 or -1. */
 int upstream_attach(struct config *cf);
@@ -103,6 +101,53 @@ int upconn_reused(const struct upconn *);
 int upconn_tls(const struct upconn *);
 /* "addr:port" of the connected address, for the audit log. */
 int upconn_addr(const struct upconn *, char *buf, size_t len);
+
+/*
+ * resolve.c: the stub resolver for upstream names (DESIGN.md "Resolving
+ * upstream names safely"): per query a fresh UDP socket connected to port
+ * 53 of a configured server, a random id and 0x20 case bits, TCP when the
+ * answer is truncated, 2 attempts of 2 s rotating over the servers. Answers
+ * that fail dnsmsg_parse() are ignored. Sockets are made per query, so
+ * they carry the uid sluice has then (after the privilege drop).
+ */
+#define RESOLVE_MAX_SERVERS 16
+#define RESOLVE_MAX_ADDRS   16 /* addresses one answer gives at most */
+
+enum resolve_status {
+	RESOLVE_OK = 0,   /* an answer (n may be 0: no record of the type) */
+	RESOLVE_NXDOMAIN, /* the name does not exist */
+	RESOLVE_FAIL      /* no valid answer in time, or no server */
+};
+struct resolve_req;
+/*
+ * A query's result: addrs holds n addresses (4 bytes each for A, 16 for
+ * AAAA), ttl the smallest TTL of the records used. The request is already
+ * freed when this runs; it never runs inside resolve_start().
+ */
+typedef void resolve_cb(enum resolve_status, const unsigned char (*addrs)[16],
+    size_t n, uint32_t ttl, void *arg);
+int resolve_init(struct event_base *);
+/*
+ * Use cf's netpolicy.resolvers (port 53), or when there are none the
+ * nameserver lines of /etc/resolv.conf. Returns 0, or -1 with why set
+ * (the servers in use then stay).
+ */
+int resolve_configure(const struct config *cf, char *why, size_t whylen);
+/* Use these servers (address and port; tests). At most RESOLVE_MAX_SERVERS. */
+void resolve_set_servers(const struct sockaddr_storage *, size_t n);
+/* The nameserver lines of a resolv.conf file (port 53). 0 or -1. */
+int resolve_conf_read(const char *path, struct sockaddr_storage *out,
+    size_t max, size_t *n);
+/*
+ * Ask for name's A or AAAA records (DNSMSG_QTYPE_*). Returns the request
+ * (cb runs once, later, unless it is cancelled), or NULL out of memory.
+ */
+struct resolve_req *
+resolve_start(const char *name, uint16_t qtype, resolve_cb *cb, void *arg);
+/* Stop a request and free it: its callback will not run. NULL is a no-op. */
+void resolve_cancel(struct resolve_req *);
+/* Free every request left (at exit), without callbacks. */
+void resolve_shutdown(void);
 
 /*
  * Subcommands (main.c dispatches): each takes the arguments after its own

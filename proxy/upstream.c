@@ -1,7 +1,7 @@
 /*
  * Connections to upstreams: one struct upstream per route of a loaded
  * policy (DNS cache, idle pool, TLS session for resumption) and one struct
- * upconn per connection. This file resolves (evdns), refuses private and
+ * upconn per connection. This file resolves (resolve.c), refuses private and
  * looping addresses (policy_check_addr), connects to the exact address it
  * checked, originates verified TLS (chain, host name, SPKI pins) and keeps
  * idle connections for reuse. What flows over a connection is conn.c's.
@@ -21,13 +21,13 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
-#include <event2/dns.h>
 #include <event2/event.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
 #include "certs/certs.h"
+#include "proxy/dnsmsg.h"
 #include "proxy/proxy.h"
 
 #define UPSTREAM_MAX_ADDRS 16     /* addresses kept per resolution */
@@ -66,16 +66,6 @@ struct upconn {
 TAILQ_HEAD(upconn_list, upconn);
 
 /*
- * A DNS query's callback argument. libevent may still run a callback after
- * the query was cancelled, so the callback gets this handle, not the
- * upstream: a freed upstream leaves dq_up NULL and the callback frees it.
- */
-struct dnsq {
-	struct upstream *dq_up;
-	int dq_v6; /* an AAAA query (a failed one reports type 0) */
-};
-
-/*
  * The runtime state of one route's upstream. Owned by the route (of one
  * policy snapshot); freed with it, which closes the idle connections.
  */
@@ -88,10 +78,8 @@ struct upstream {
 	int up_pending;    /* DNS queries in flight */
 	uint32_t up_ttl;
 	enum reason up_dns_reason;
-	struct evdns_request *up_req4;
-	struct evdns_request *up_req6;
-	struct dnsq *up_q4; /* the callbacks' handles */
-	struct dnsq *up_q6;
+	struct resolve_req *up_req4; /* A query in flight */
+	struct resolve_req *up_req6; /* AAAA query in flight */
 	struct sockaddr_storage up_tmp[UPSTREAM_MAX_ADDRS];
 	size_t up_ntmp;
 	struct upconn_list up_waiters; /* RESOLVING */
@@ -102,7 +90,6 @@ struct upstream {
 };
 
 static struct event_base *up_base;
-static struct evdns_base *up_dns;
 static int up_ssl_idx = -1;
 static upstream_resolved_cb *up_resolved_cb;
 
@@ -112,11 +99,9 @@ static void upconn_fail(struct upconn *, enum reason);
 static void upconn_free(struct upconn *);
 
 int
-upstream_init(struct event_base *base, struct evdns_base *dns, char *why,
-    size_t whylen)
+upstream_init(struct event_base *base, char *why, size_t whylen)
 {
 	up_base = base;
-	up_dns = dns;
 	if (up_ssl_idx == -1 &&
 	    (up_ssl_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL)) ==
 		-1) {
@@ -190,15 +175,10 @@ upstream_free(struct upstream *up)
 	/*
 	 * Waiters hold a reference on the policy through their conn, so none
 	 * are left; a query may be, when a resolution outlived its last user.
+	 * A cancelled query's callback never runs.
 	 */
-	if (up->up_req4 != NULL) {
-		up->up_q4->dq_up = NULL;
-		evdns_cancel_request(up_dns, up->up_req4);
-	}
-	if (up->up_req6 != NULL) {
-		up->up_q6->dq_up = NULL;
-		evdns_cancel_request(up_dns, up->up_req6);
-	}
+	resolve_cancel(up->up_req4);
+	resolve_cancel(up->up_req6);
 	SSL_SESSION_free(up->up_session);
 	if (up->up_kick != NULL)
 		event_free(up->up_kick);
@@ -271,38 +251,35 @@ upstream_resolved(struct upstream *up)
 }
 
 static void
-upstream_dns_answer(struct upstream *up, int result, char type, int count,
-    int ttl, const void *addrs)
+upstream_dns_answer(struct upstream *up, int v6, enum resolve_status st,
+    const unsigned char (*addrs)[16], size_t count, uint32_t ttl)
 {
-	int i;
+	size_t i;
 
-	if (result == DNS_ERR_NONE) {
-		if (ttl >= 0 && (up->up_ttl == 0 || (uint32_t)ttl < up->up_ttl))
-			up->up_ttl = (uint32_t)ttl;
+	if (st == RESOLVE_OK && count > 0) {
+		if (up->up_ttl == 0 || ttl < up->up_ttl)
+			up->up_ttl = ttl;
 		for (i = 0; i < count && up->up_ntmp < UPSTREAM_MAX_ADDRS;
 		     i++) {
 			struct sockaddr_storage *ss = &up->up_tmp[up->up_ntmp];
 
 			memset(ss, 0, sizeof(*ss));
-			if (type == DNS_IPv4_A) {
+			if (!v6) {
 				struct sockaddr_in *sin =
 				    (struct sockaddr_in *)ss;
 
 				sin->sin_family = AF_INET;
 				sin->sin_port = htons(up->up_rt->rt_up.uc_port);
-				memcpy(&sin->sin_addr,
-				    (const char *)addrs + 4 * i, 4);
-			} else if (type == DNS_IPv6_AAAA) {
+				memcpy(&sin->sin_addr, addrs[i], 4);
+			} else {
 				struct sockaddr_in6 *sin6 =
 				    (struct sockaddr_in6 *)ss;
 
 				sin6->sin6_family = AF_INET6;
 				sin6->sin6_port =
 				    htons(up->up_rt->rt_up.uc_port);
-				memcpy(&sin6->sin6_addr,
-				    (const char *)addrs + 16 * i, 16);
-			} else
-				continue;
+				memcpy(&sin6->sin6_addr, addrs[i], 16);
+			}
 			up->up_ntmp++;
 		}
 	}
@@ -311,24 +288,23 @@ upstream_dns_answer(struct upstream *up, int result, char type, int count,
 }
 
 static void
-upstream_dns_cb(int result, char type, int count, int ttl, void *addrs,
-    void *arg)
+upstream_dns4_cb(enum resolve_status st, const unsigned char (*addrs)[16],
+    size_t n, uint32_t ttl, void *arg)
 {
-	struct dnsq *q = arg;
-	struct upstream *up = q->dq_up;
-	int v6 = q->dq_v6;
+	struct upstream *up = arg;
 
-	free(q);
-	if (up == NULL)
-		return;
-	if (v6) {
-		up->up_req6 = NULL;
-		up->up_q6 = NULL;
-	} else {
-		up->up_req4 = NULL;
-		up->up_q4 = NULL;
-	}
-	upstream_dns_answer(up, result, type, count, ttl, addrs);
+	up->up_req4 = NULL;
+	upstream_dns_answer(up, 0, st, addrs, n, ttl);
+}
+
+static void
+upstream_dns6_cb(enum resolve_status st, const unsigned char (*addrs)[16],
+    size_t n, uint32_t ttl, void *arg)
+{
+	struct upstream *up = arg;
+
+	up->up_req6 = NULL;
+	upstream_dns_answer(up, 1, st, addrs, n, ttl);
 }
 
 /* Literal addresses need no DNS; they were checked at config load too. */
@@ -374,28 +350,14 @@ upstream_resolve(struct upstream *up)
 		upstream_resolved(up);
 		return;
 	}
+	/* A and AAAA in parallel; callbacks never run in resolve_start(). */
 	up->up_pending = 2;
-	if ((up->up_q4 = calloc(1, sizeof(*up->up_q4))) != NULL) {
-		up->up_q4->dq_up = up;
-		up->up_req4 = evdns_base_resolve_ipv4(up_dns, host,
-		    DNS_QUERY_NO_SEARCH, upstream_dns_cb, up->up_q4);
-	}
-	if (up->up_req4 == NULL) {
-		free(up->up_q4);
-		up->up_q4 = NULL;
+	if ((up->up_req4 = resolve_start(host, DNSMSG_QTYPE_A, upstream_dns4_cb,
+		 up)) == NULL)
 		up->up_pending--;
-	}
-	if ((up->up_q6 = calloc(1, sizeof(*up->up_q6))) != NULL) {
-		up->up_q6->dq_up = up;
-		up->up_q6->dq_v6 = 1;
-		up->up_req6 = evdns_base_resolve_ipv6(up_dns, host,
-		    DNS_QUERY_NO_SEARCH, upstream_dns_cb, up->up_q6);
-	}
-	if (up->up_req6 == NULL) {
-		free(up->up_q6);
-		up->up_q6 = NULL;
+	if ((up->up_req6 = resolve_start(host, DNSMSG_QTYPE_AAAA,
+		 upstream_dns6_cb, up)) == NULL)
 		up->up_pending--;
-	}
 	if (up->up_pending == 0)
 		upstream_resolved(up);
 }

@@ -262,7 +262,7 @@ while True:
     elif qtype == 1:
         ans = struct.pack("!HHHIH", 0xC00C, 1, 1, ttl, 4) + \
             socket.inet_aton(names[name])
-    # The question goes back byte for byte (evdns randomises its case).
+    # The question goes back byte for byte (sluice randomises its case).
     hdr = struct.pack("!HHHHHH", qid, 0x8480 | (flags & 0x0100) | rcode, 1,
                       1 if ans else 0, 0, 0)
     s.sendto(hdr + q[12:off + 4] + ans, peer)

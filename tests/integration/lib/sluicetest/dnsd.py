@@ -3,9 +3,15 @@
 It answers A and AAAA queries from a dict {name: {"A": [...], "AAAA":
 [...]}}; other names get NXDOMAIN, other types an empty NOERROR answer.
 The question is echoed byte for byte, so resolvers that randomise the
-case of names (evdns does, by default) see their own spelling back.
+case of names (sluice does: 0x20) see their own spelling back.
 The socket is created inside the given namespace and served by a thread
 of the test process.
+
+Options (all off by default): ttl of the answers; delay, seconds before
+each UDP answer is sent (a slow resolver: the window a forger races);
+truncate, every UDP answer comes back empty with TC set and the whole
+answer is served over TCP on the same address and port (length-prefixed,
+RFC 1035 4.2.2; tcp_queries records what came that way).
 """
 
 import socket
@@ -40,6 +46,15 @@ def _parse_question(msg):
     return ".".join(labels).lower(), qtype, off + 4
 
 
+def truncated(reply):
+    """reply cut to its header and question, with TC set and no records."""
+    _qid, flags, qd, _an, _ns, _ar = struct.unpack("!HHHHHH", reply[:12])
+    q = _parse_question(reply)
+    end = q[2] if q is not None else 12
+    return struct.pack("!HHHHHH", _qid, flags | 0x0200, qd, 0, 0, 0) + \
+        reply[12:end]
+
+
 def build_answer(query, records, ttl=30):
     if len(query) < 12:
         return None
@@ -69,18 +84,68 @@ def build_answer(query, records, ttl=30):
 
 
 class DnsServer:
-    def __init__(self, ns, addr, records, port=53):
+    def __init__(self, ns, addr, records, port=53, ttl=30, delay=0.0,
+                 truncate=False):
         self.records = {k.lower().rstrip("."): v for k, v in records.items()}
         self.queries = []  # (name, qtype) in arrival order
+        self.tcp_queries = []  # the same, for queries over TCP
+        self.ttl, self.delay, self.truncate = ttl, delay, truncate
         fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
         with entered(ns):
             self.sock = socket.socket(fam, socket.SOCK_DGRAM)
+            self.tcp = socket.socket(fam, socket.SOCK_STREAM) \
+                if truncate else None
         self.sock.bind((addr, port))
         self.sock.settimeout(0.2)
         self._stop = threading.Event()
+        self._timers = []
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
+        self.tcp_thread = None
+        if self.tcp is not None:
+            self.tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self.tcp.bind((addr, port))
+            self.tcp.listen(16)
+            self.tcp.settimeout(0.2)
+            self.tcp_thread = threading.Thread(target=self._serve_tcp,
+                                               daemon=True)
+            self.tcp_thread.start()
         CLEANUP.push(self.close)
+
+    def _send(self, reply, peer):
+        try:
+            self.sock.sendto(reply, peer)
+        except OSError:
+            pass
+
+    def _serve_tcp(self):
+        while not self._stop.is_set():
+            try:
+                c, _peer = self.tcp.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            try:
+                c.settimeout(2)
+                data = b""
+                while len(data) < 2 or len(data) < 2 + struct.unpack(
+                        "!H", data[:2])[0]:
+                    chunk = c.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+                msg = data[2:]
+                q = _parse_question(msg) if len(msg) >= 12 else None
+                if q is not None:
+                    self.tcp_queries.append((q[0], q[1]))
+                reply = build_answer(msg, self.records, self.ttl)
+                if reply is not None:
+                    c.sendall(struct.pack("!H", len(reply)) + reply)
+            except OSError:
+                pass
+            finally:
+                c.close()
 
     def _serve(self):
         while not self._stop.is_set():
@@ -93,14 +158,25 @@ class DnsServer:
             q = _parse_question(msg) if len(msg) >= 12 else None
             if q is not None:
                 self.queries.append((q[0], q[1]))
-            reply = build_answer(msg, self.records)
-            if reply is not None:
-                try:
-                    self.sock.sendto(reply, peer)
-                except OSError:
-                    pass
+            reply = build_answer(msg, self.records, self.ttl)
+            if reply is None:
+                continue
+            if self.truncate:
+                reply = truncated(reply)
+            if self.delay > 0:
+                t = threading.Timer(self.delay, self._send, (reply, peer))
+                t.daemon = True
+                self._timers.append(t)
+                t.start()
+            else:
+                self._send(reply, peer)
 
     def close(self):
         self._stop.set()
+        for t in self._timers:
+            t.cancel()
         self.thread.join(2)
+        if self.tcp_thread is not None:
+            self.tcp_thread.join(2)
+            self.tcp.close()
         self.sock.close()
