@@ -86,7 +86,8 @@ class Sidecar(unittest.TestCase):
                   if "chain" in i}
         sets = {i["set"]["name"]: i["set"] for i in items if "set" in i}
         rules = [i["rule"] for i in items if "rule" in i]
-        self.assertEqual(set(chains), {"output"})
+        self.assertEqual(set(chains), {"output", "spoofed"})
+        self.assertNotIn("hook", chains["spoofed"])
         out = chains["output"]
         self.assertEqual((out["family"], out["table"], out["type"],
                           out["hook"], out["prio"], out["policy"]),
