@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import netpolicy_harness as h  # noqa: E402
 
 WORLD, RES = "198.18.12.1", "198.18.12.53"
-RES20 = "198.18.12.54"  # a resolver answering with a 20 s TTL
+RES25 = "198.18.12.54"  # a resolver answering with a 25 s TTL
 HTTP_PORT = 8090
 
 # An HTTP upstream that answers every request with "Connection: close" and
@@ -96,7 +96,7 @@ class Daemon(unittest.TestCase):
         h.addr(cls.world, "eth0", WORLD + "/24")
         cls.sbx.ip("route", "add", "default", "via", WORLD)
         h.addr(cls.world, "eth0", RES + "/24")
-        h.addr(cls.world, "eth0", RES20 + "/24")
+        h.addr(cls.world, "eth0", RES25 + "/24")
         cls.srv = h.Servers(cls.world, ["tcp,%s,8080" % WORLD,
                                         "tcp,%s,8443" % WORLD])
         cls.dns = h.Dns(cls.world, RES, 5, {"up.test": WORLD})
@@ -387,16 +387,20 @@ class Daemon(unittest.TestCase):
         self.assertEqual(h.stop_pid(proc, signal.SIGTERM, 15), 0)
 
     def test_07_short_ttl_traffic(self):
-        # A 20 s TTL under the 60 s floor: traffic every 2 s for 70 s
-        # re-resolves 3 times; the element must outlive its first minute.
+        # A TTL under the 60 s floor: traffic every 2 s for 70 s
+        # re-resolves at about 0, 25 and 50 s. Kept at its first expiry,
+        # the element would be gone from 60 s until the next resolution
+        # at 75 s and sluice's own connections dropped (504). 25 s, not
+        # 20: re-resolving at 60 s would re-create the element just as
+        # it expires and hide the fault.
         self.sbx.nft("flush", "ruleset")
         self.upstream()
-        dns20 = h.Dns(self.world, RES20, 20, {"up20.test": WORLD})
+        dns25 = h.Dns(self.world, RES25, 25, {"up25.test": WORLD})
         proc = self.start(self.policy_http(
-            "policy-ttl.json", "http://up20.test:%d/v1" % HTTP_PORT,
-            [RES20]))
+            "policy-ttl.json", "http://up25.test:%d/v1" % HTTP_PORT,
+            [RES25]))
         self.assertEqual(self.loop(35, 2), "200=35")
-        self.assertGreaterEqual(len(dns20.seen_name("up20.test")), 3)
+        self.assertGreaterEqual(len(dns25.seen_name("up25.test")), 3)
         self.assertEqual([e for e in self.events("net.drop")
                           if e.get("uid") == h.sluice_uid()], [])
         self.assertEqual(h.stop_pid(proc, signal.SIGTERM, 15), 0)
