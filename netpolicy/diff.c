@@ -55,8 +55,16 @@ np_expr_equal(const struct np_expr *a, const struct np_expr *b)
 		return 0;
 	switch (a->ex_type) {
 	case NP_E_META:
-	case NP_E_CT:
 		return a->ex_key == b->ex_key && a->ex_dreg == b->ex_dreg;
+	case NP_E_CT:
+		return a->ex_key == b->ex_key && a->ex_dreg == b->ex_dreg &&
+		    a->ex_sreg == b->ex_sreg && a->ex_ctdir == b->ex_ctdir;
+	case NP_E_IMMEDIATE:
+		return a->ex_dreg == b->ex_dreg && a->ex_len == b->ex_len &&
+		    memcmp(a->ex_data, b->ex_data, a->ex_len) == 0;
+	case NP_E_FIB:
+		return a->ex_key == b->ex_key && a->ex_dreg == b->ex_dreg &&
+		    a->ex_flags == b->ex_flags;
 	case NP_E_CMP:
 		return a->ex_sreg == b->ex_sreg && a->ex_op == b->ex_op &&
 		    a->ex_len == b->ex_len &&

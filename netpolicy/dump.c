@@ -381,9 +381,22 @@ expr_parse(const struct nftnl_expr *e, struct np_expr *x)
 	} else if (strcmp(name, "ct") == 0) {
 		x->ex_type = NP_E_CT;
 		x->ex_key = nftnl_expr_get_u32(e, NFTNL_EXPR_CT_KEY);
-		x->ex_dreg = nftnl_expr_get_u32(e, NFTNL_EXPR_CT_DREG);
-		u = !has(e, NFTNL_EXPR_CT_DREG) || has(e, NFTNL_EXPR_CT_SREG) ||
-		    has(e, NFTNL_EXPR_CT_DIR);
+		/* A load (dreg) or a set (sreg), never both or neither. */
+		if (has(e, NFTNL_EXPR_CT_DREG))
+			x->ex_dreg = nftnl_expr_get_u32(e, NFTNL_EXPR_CT_DREG);
+		if (has(e, NFTNL_EXPR_CT_SREG))
+			x->ex_sreg = nftnl_expr_get_u32(e, NFTNL_EXPR_CT_SREG);
+		if (has(e, NFTNL_EXPR_CT_DIR))
+			x->ex_ctdir =
+			    1u + nftnl_expr_get_u8(e, NFTNL_EXPR_CT_DIR);
+		u = has(e, NFTNL_EXPR_CT_DREG) == has(e, NFTNL_EXPR_CT_SREG) ||
+		    (x->ex_sreg != 0 && x->ex_ctdir != 0);
+	} else if (strcmp(name, "fib") == 0) {
+		x->ex_type = NP_E_FIB;
+		x->ex_key = nftnl_expr_get_u32(e, NFTNL_EXPR_FIB_RESULT);
+		x->ex_flags = nftnl_expr_get_u32(e, NFTNL_EXPR_FIB_FLAGS);
+		x->ex_dreg = nftnl_expr_get_u32(e, NFTNL_EXPR_FIB_DREG);
+		u = !has(e, NFTNL_EXPR_FIB_DREG);
 	} else if (strcmp(name, "bitwise") == 0) {
 		x->ex_type = NP_E_BITWISE;
 		x->ex_sreg = nftnl_expr_get_u32(e, NFTNL_EXPR_BITWISE_SREG);
@@ -418,6 +431,15 @@ expr_parse(const struct nftnl_expr *e, struct np_expr *x)
 		    has(e, NFTNL_EXPR_LOG_LEVEL) ||
 		    nftnl_expr_get_u32(e, NFTNL_EXPR_LOG_SNAPLEN) != 0 ||
 		    nftnl_expr_get_u16(e, NFTNL_EXPR_LOG_QTHRESHOLD) != 0;
+	} else if (strcmp(name, "immediate") == 0 &&
+	    nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_DREG) != NFT_REG_VERDICT &&
+	    has(e, NFTNL_EXPR_IMM_DATA)) {
+		/* A value loaded into a register (for ct mark set). */
+		x->ex_type = NP_E_IMMEDIATE;
+		x->ex_dreg = nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_DREG);
+		expr_data(e, NFTNL_EXPR_IMM_DATA, x->ex_data, &x->ex_len, &u);
+		u |= has(e, NFTNL_EXPR_IMM_VERDICT) ||
+		    has(e, NFTNL_EXPR_IMM_CHAIN);
 	} else if (strcmp(name, "immediate") == 0) {
 		x->ex_type = NP_E_VERDICT;
 		x->ex_verdict =
@@ -622,4 +644,53 @@ np_dump(const char *table, char *why, size_t whylen)
 				     strerror(saved));
 	np_ruleset_free(d.d_rs);
 	return NULL;
+}
+
+int
+np_drop_counters(const char *table, uint64_t *packets, uint64_t *bytes,
+    char *why, size_t whylen)
+{
+	struct dumper d;
+	int try, rc = -1, saved = 0;
+
+	*packets = 0;
+	*bytes = 0;
+	memset(&d, 0, sizeof(d));
+	if ((d.d_buf = malloc(NP_DUMP_BUF)) == NULL) {
+		np_why(why, whylen, "netpolicy: out of memory");
+		return -1;
+	}
+	for (try = 0; try < NP_DUMP_TRIES; try++) {
+		d.d_nl = np_nl_open(&d.d_portid, why, whylen);
+		if (d.d_nl == NULL)
+			break;
+		d.d_seq = (uint32_t)time(NULL);
+		d.d_err = 0;
+		d.d_nrules = 0;
+		np_ruleset_free(d.d_rs);
+		if ((d.d_rs = np_ruleset_new(table)) == NULL) {
+			np_why(why, whylen, "netpolicy: bad table name");
+			mnl_socket_close(d.d_nl);
+			break;
+		}
+		/* The rules only: chains first, so that rule_cb finds them. */
+		rc = dump_objs(&d, NFT_MSG_GETCHAIN, chain_cb);
+		if (rc == 0)
+			rc = dump_objs(&d, NFT_MSG_GETRULE, rule_cb);
+		saved = errno;
+		mnl_socket_close(d.d_nl);
+		d.d_nl = NULL;
+		if (rc == 0 || saved != EINTR)
+			break;
+	}
+	free(d.d_buf);
+	if (rc == -1 && saved == ENOENT)
+		rc = 0; /* no table: no drops */
+	else if (rc == 0)
+		np_ruleset_drop_counters(d.d_rs, packets, bytes);
+	else if (d.d_rs != NULL)
+		np_why(why, whylen, "reading the rules of table inet %s: %s",
+		    table, strerror(saved));
+	np_ruleset_free(d.d_rs);
+	return rc;
 }

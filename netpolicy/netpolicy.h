@@ -31,6 +31,13 @@
 #define NP_SET_UPSTREAM4   "upstream4"
 #define NP_SET_UPSTREAM6   "upstream6"
 #define NP_DYN_TIMEOUT_MIN 60 /* seconds: floor for DNS-derived timeouts */
+/*
+ * Sidecar: the conntrack mark sluice's accepted upstream (and DNS over TCP)
+ * connections get on their first packet, so that the packets the kernel
+ * sends for them after sluice closed the socket (no owner uid any more) are
+ * still let out.
+ */
+#define NP_CT_MARK 0x736c7563 /* "sluc" */
 
 enum np_mode {
 	NP_MODE_SIDECAR =
@@ -73,13 +80,15 @@ enum np_expr_type {
 	NP_E_CMP,      /* cmp ex_op ex_sreg, ex_data */
 	NP_E_PAYLOAD,  /* payload load ex_len @ ex_base + ex_offset */
 	NP_E_LOOKUP,   /* lookup ex_sreg in set ex_name */
-	NP_E_CT,       /* ct load ex_key => ex_dreg */
-	NP_E_BITWISE,  /* ex_dreg = (ex_sreg & ex_data) ^ ex_xor */
-	NP_E_COUNTER,  /* counter (values never compared) */
-	NP_E_LIMIT,    /* limit ex_rate/ex_unit burst ex_burst */
-	NP_E_LOG,      /* log group ex_group [prefix ex_name] */
-	NP_E_VERDICT,  /* immediate verdict ex_verdict [chain ex_name] */
-	NP_E_OTHER     /* read from the kernel, not modelled: ex_name */
+	NP_E_CT, /* ct load ex_key [dir] => ex_dreg, or ct set from ex_sreg */
+	NP_E_BITWISE,   /* ex_dreg = (ex_sreg & ex_data) ^ ex_xor */
+	NP_E_COUNTER,   /* counter (values never compared) */
+	NP_E_LIMIT,     /* limit ex_rate/ex_unit burst ex_burst */
+	NP_E_LOG,       /* log group ex_group [prefix ex_name] */
+	NP_E_VERDICT,   /* immediate verdict ex_verdict [chain ex_name] */
+	NP_E_IMMEDIATE, /* immediate ex_data (ex_len bytes) => ex_dreg */
+	NP_E_FIB,  /* fib ex_flags (NFTA_FIB_F_*) ex_key result => ex_dreg */
+	NP_E_OTHER /* read from the kernel, not modelled: ex_name */
 };
 
 /*
@@ -88,11 +97,12 @@ enum np_expr_type {
  */
 struct np_expr {
 	enum np_expr_type ex_type;
-	uint32_t ex_key;  /* meta / ct key */
-	uint32_t ex_dreg; /* destination register */
-	uint32_t ex_sreg; /* source register */
-	uint32_t ex_op;   /* cmp operator */
-	uint32_t ex_base; /* payload base */
+	uint32_t ex_key;   /* meta / ct key, fib result */
+	uint32_t ex_ctdir; /* ct: 0 no direction, else 1 + IP_CT_DIR_* */
+	uint32_t ex_dreg;  /* destination register */
+	uint32_t ex_sreg;  /* source register */
+	uint32_t ex_op;    /* cmp operator */
+	uint32_t ex_base;  /* payload base */
 	uint32_t ex_offset;
 	uint32_t ex_len; /* payload / bitwise length, cmp data length */
 	uint8_t ex_data[NP_DATA_MAX]; /* cmp data, bitwise mask */
@@ -100,7 +110,7 @@ struct np_expr {
 	uint64_t ex_rate;             /* limit */
 	uint64_t ex_unit;             /* limit: seconds per period */
 	uint32_t ex_burst;            /* limit */
-	uint32_t ex_flags;            /* limit / lookup flags, log flags */
+	uint32_t ex_flags;            /* limit / lookup / log / fib flags */
 	uint32_t ex_ltype;            /* limit type (packets, bytes) */
 	uint32_t ex_group;            /* log group */
 	int32_t ex_verdict;           /* NF_ACCEPT, NF_DROP, NFT_JUMP... */
@@ -192,6 +202,14 @@ np_ruleset_chain(const struct np_ruleset *rs, const char *name);
 struct np_set *np_ruleset_set(const struct np_ruleset *rs, const char *name);
 /* Number of rules over all chains (the netpolicy.apply "rules" field). */
 size_t np_ruleset_nrules(const struct np_ruleset *rs);
+/*
+ * Add up the counters of the ruleset's drop rules: rules holding a counter
+ * followed by a drop verdict (np_dump fills the values).
+ */
+void np_ruleset_drop_counters(const struct np_ruleset *rs, uint64_t *packets,
+    uint64_t *bytes);
+/* Non-zero when the rule holds a counter followed by a drop verdict. */
+int np_rule_is_drop(const struct np_rule *ru);
 
 /*
  * Make the key of an upstream set element from an address and a port:
@@ -263,10 +281,11 @@ void np_nl_keep(int on);
  */
 int np_flush(const char *table, char *why, size_t whylen);
 /*
- * Add elements to an existing set of the table (family inet) in one batch.
- * An element already present keeps its old expiry on kernels that do not
- * update timeouts; sluice re-adds on every resolution, so it comes back.
- * Returns 0 or -1 with why set.
+ * Add elements to an existing set of the table (family inet), or replace
+ * them: each element is added, deleted and added again in one batch, so
+ * that an element already present gets the new timeout (re-adding alone
+ * keeps the old expiry) and there is no instant without it. Returns 0 or
+ * -1 with why set.
  */
 int np_set_add(const char *table, const char *set, const struct np_elem *elems,
     size_t nelems, char *why, size_t whylen);
@@ -281,6 +300,13 @@ int np_set_add(const char *table, const char *set, const struct np_elem *elems,
  * the ruleset (rs_exists 0 when the table is absent), or NULL with why set.
  */
 struct np_ruleset *np_dump(const char *table, char *why, size_t whylen);
+/*
+ * Read only the rules of table and add up the counters of its drop rules
+ * (a counter followed by a drop verdict): cheaper than np_dump, for the
+ * metrics. Returns 0, or -1 with why set (an absent table counts 0).
+ */
+int np_drop_counters(const char *table, uint64_t *packets, uint64_t *bytes,
+    char *why, size_t whylen);
 
 /* nflog.c */
 

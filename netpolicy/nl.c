@@ -382,8 +382,8 @@ txn_set(struct np_txn *t, const char *table, const struct np_set *set,
  * own nftnl_set that is freed as soon as its payload is built.
  */
 static int
-txn_elems(struct np_txn *t, const char *table, const char *set, uint32_t id,
-    const struct np_elem *elems, size_t nelems)
+txn_elems_op(struct np_txn *t, const char *table, const char *set, uint32_t id,
+    const struct np_elem *elems, size_t nelems, int del)
 {
 	struct nftnl_set_elem *e;
 	struct nftnl_set *s;
@@ -407,25 +407,34 @@ txn_elems(struct np_txn *t, const char *table, const char *set, uint32_t id,
 				nftnl_set_free(s);
 				return -1;
 			}
-			if (elems[j].el_timeout_ms != 0)
+			if (elems[j].el_timeout_ms != 0 && !del)
 				nftnl_set_elem_set_u64(e,
 				    NFTNL_SET_ELEM_TIMEOUT,
 				    elems[j].el_timeout_ms);
 			/* The element now belongs to the set. */
 			nftnl_set_elem_add(s, e);
 		}
-		if (txn_msg(t, 1, &seq, "add %zu elements to set %s", n, set) ==
-		    -1) {
+		if (txn_msg(t, 1, &seq, "%s %zu elements %s set %s",
+			del ? "delete" : "add", n, del ? "from" : "to",
+			set) == -1) {
 			nftnl_set_free(s);
 			return -1;
 		}
-		nlh = txn_hdr(t, NFT_MSG_NEWSETELEM, NLM_F_CREATE, seq);
+		nlh = txn_hdr(t, del ? NFT_MSG_DELSETELEM : NFT_MSG_NEWSETELEM,
+		    del ? 0 : NLM_F_CREATE, seq);
 		nftnl_set_elems_nlmsg_build_payload(nlh, s);
 		nftnl_set_free(s);
 		if (nftnl_batch_update(t->t_batch) < 0)
 			return -1;
 	}
 	return 0;
+}
+
+static int
+txn_elems(struct np_txn *t, const char *table, const char *set, uint32_t id,
+    const struct np_elem *elems, size_t nelems)
+{
+	return txn_elems_op(t, table, set, id, elems, nelems, 0);
 }
 
 /* One small helper per expression, as in libnftnl's nft-rule-add.c. */
@@ -493,7 +502,39 @@ expr_ct(const struct np_expr *x)
 	if ((e = nftnl_expr_alloc("ct")) == NULL)
 		return NULL;
 	nftnl_expr_set_u32(e, NFTNL_EXPR_CT_KEY, x->ex_key);
-	nftnl_expr_set_u32(e, NFTNL_EXPR_CT_DREG, x->ex_dreg);
+	/* ct set KEY from sreg, or a load into dreg. */
+	if (x->ex_sreg != 0)
+		nftnl_expr_set_u32(e, NFTNL_EXPR_CT_SREG, x->ex_sreg);
+	else
+		nftnl_expr_set_u32(e, NFTNL_EXPR_CT_DREG, x->ex_dreg);
+	if (x->ex_ctdir != 0)
+		nftnl_expr_set_u8(e, NFTNL_EXPR_CT_DIR,
+		    (uint8_t)(x->ex_ctdir - 1));
+	return e;
+}
+
+static struct nftnl_expr *
+expr_immediate(const struct np_expr *x)
+{
+	struct nftnl_expr *e;
+
+	if ((e = nftnl_expr_alloc("immediate")) == NULL)
+		return NULL;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, x->ex_dreg);
+	nftnl_expr_set(e, NFTNL_EXPR_IMM_DATA, x->ex_data, x->ex_len);
+	return e;
+}
+
+static struct nftnl_expr *
+expr_fib(const struct np_expr *x)
+{
+	struct nftnl_expr *e;
+
+	if ((e = nftnl_expr_alloc("fib")) == NULL)
+		return NULL;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_FIB_DREG, x->ex_dreg);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_FIB_RESULT, x->ex_key);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_FIB_FLAGS, x->ex_flags);
 	return e;
 }
 
@@ -624,6 +665,12 @@ txn_rule(struct np_txn *t, const struct np_ruleset *rs, const char *chain,
 			break;
 		case NP_E_VERDICT:
 			e = expr_verdict(x);
+			break;
+		case NP_E_IMMEDIATE:
+			e = expr_immediate(x);
+			break;
+		case NP_E_FIB:
+			e = expr_fib(x);
 			break;
 		default:
 			/* A dumped, unmodelled expression is never sent. */
@@ -1005,8 +1052,15 @@ np_set_add(const char *table, const char *set, const struct np_elem *elems,
 		return 0;
 	if (txn_init(&t, why, whylen) == -1)
 		return -1;
+	/*
+	 * Add (so that the delete cannot fail), delete, add: the kernel
+	 * keeps an existing element's expiry when it is only added again,
+	 * and the batch is applied whole, so the element is never missing.
+	 */
 	if (txn_begin(&t) == -1 ||
-	    txn_elems(&t, table, set, 0, elems, nelems) == -1 ||
+	    txn_elems_op(&t, table, set, 0, elems, nelems, 0) == -1 ||
+	    txn_elems_op(&t, table, set, 0, elems, nelems, 1) == -1 ||
+	    txn_elems_op(&t, table, set, 0, elems, nelems, 0) == -1 ||
 	    txn_end(&t) == -1) {
 		np_why(why, whylen, "netpolicy: cannot build the batch");
 		txn_free(&t, 0);

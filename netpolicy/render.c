@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include <linux/netfilter.h>
+#include <linux/netfilter/nf_conntrack_tuple_common.h>
 #include <linux/netfilter/nf_tables.h>
 
 #include "netpolicy/netpolicy.h"
@@ -78,6 +79,9 @@ enum unit_kind {
 	U_PCMP,    /* payload load + cmp */
 	U_LOOKUP,  /* one or two payload loads + lookup */
 	U_CTSTATE, /* ct load state + bitwise + cmp neq 0 */
+	U_CT,      /* ct load (mark, direction, original address) + cmp */
+	U_CTSET,   /* immediate + ct set */
+	U_FIB,     /* fib + cmp */
 	U_STMT     /* counter, limit, log, verdict */
 };
 
@@ -173,8 +177,47 @@ units_parse(const struct np_rule *ru, struct unit *u, size_t *nu)
 			u[n].u_last = x;
 			i++;
 			break;
+		case NP_E_IMMEDIATE:
+			/* Only as the value of a ct set that follows. */
+			if (i + 1 >= ru->ru_nexprs)
+				return -1;
+			x = &ru->ru_exprs[i + 1];
+			if (x->ex_type != NP_E_CT || x->ex_unknown_attr ||
+			    x->ex_dreg != 0 || x->ex_sreg != e->ex_dreg ||
+			    x->ex_key != NFT_CT_MARK || x->ex_ctdir != 0 ||
+			    e->ex_len != 4)
+				return -1;
+			u[n].u_kind = U_CTSET;
+			u[n].u_load[0] = e;
+			u[n].u_nload = 1;
+			u[n].u_last = x;
+			i += 2;
+			break;
+		case NP_E_FIB:
+			if (i + 1 >= ru->ru_nexprs ||
+			    !cmp_follows(e, &ru->ru_exprs[i + 1]))
+				return -1;
+			u[n].u_kind = U_FIB;
+			u[n].u_load[0] = e;
+			u[n].u_nload = 1;
+			u[n].u_last = &ru->ru_exprs[i + 1];
+			i += 2;
+			break;
 		case NP_E_CT:
-			if (i + 2 >= ru->ru_nexprs || e->ex_key != NFT_CT_STATE)
+			if (e->ex_sreg != 0 || e->ex_dreg == 0)
+				return -1;
+			if (e->ex_key != NFT_CT_STATE) {
+				if (i + 1 >= ru->ru_nexprs ||
+				    !cmp_follows(e, &ru->ru_exprs[i + 1]))
+					return -1;
+				u[n].u_kind = U_CT;
+				u[n].u_load[0] = e;
+				u[n].u_nload = 1;
+				u[n].u_last = &ru->ru_exprs[i + 1];
+				i += 2;
+				break;
+			}
+			if (i + 2 >= ru->ru_nexprs || e->ex_ctdir != 0)
 				return -1;
 			x = &ru->ru_exprs[i + 1];
 			if (x->ex_type != NP_E_BITWISE ||
@@ -303,9 +346,12 @@ field_name(struct sb *sb, const struct ctx *c, const struct np_expr *p)
 
 	if (p->ex_base == NFT_PAYLOAD_NETWORK_HEADER) {
 		if (c->nfproto == NFPROTO_IPV4) {
-			if (p->ex_offset == 12 && p->ex_len == 4)
+			/* Shorter: a byte-aligned prefix (see field_value). */
+			if (p->ex_offset == 12 && p->ex_len >= 1 &&
+			    p->ex_len <= 4)
 				name = "ip saddr";
-			else if (p->ex_offset == 16 && p->ex_len == 4)
+			else if (p->ex_offset == 16 && p->ex_len >= 1 &&
+			    p->ex_len <= 4)
 				name = "ip daddr";
 			else if (p->ex_offset == 8 && p->ex_len == 1)
 				name = "ip ttl";
@@ -354,6 +400,20 @@ field_value(struct sb *sb, const struct ctx *c, const struct np_expr *p,
 
 	if (len != p->ex_len)
 		return -1;
+	/*
+	 * nft compares a byte-aligned prefix of an IPv4 address by loading
+	 * only its bytes ("ip saddr 127.0.0.0/8" loads one byte).
+	 */
+	if (p->ex_base == NFT_PAYLOAD_NETWORK_HEADER &&
+	    c->nfproto == NFPROTO_IPV4 && len < 4 &&
+	    (p->ex_offset == 12 || p->ex_offset == 16)) {
+		uint8_t a4[4] = { 0, 0, 0, 0 };
+
+		memcpy(a4, data, len);
+		inet_ntop(AF_INET, a4, addr, sizeof(addr));
+		sb_printf(sb, "%s/%u", addr, len * 8);
+		return 0;
+	}
 	if (p->ex_base == NFT_PAYLOAD_NETWORK_HEADER && len == 4) {
 		inet_ntop(AF_INET, data, addr, sizeof(addr));
 		sb_printf(sb, "%s", addr);
@@ -579,6 +639,80 @@ print_ctstate(struct sb *sb, const struct unit *u)
 	return mask == 0 || seen != mask ? -1 : 0;
 }
 
+/* ct mark / ct direction / ct original ip daddr ... compared to a value. */
+static int
+print_ct(struct sb *sb, const struct unit *u)
+{
+	const struct np_expr *ct = u->u_load[0], *cmp = u->u_last;
+	const char *neq = cmp->ex_op == NFT_CMP_NEQ ? "!= " : "";
+	const char *dir = "";
+	char addr[INET6_ADDRSTRLEN];
+
+	if (ct->ex_ctdir == 1 + IP_CT_DIR_ORIGINAL)
+		dir = "original ";
+	else if (ct->ex_ctdir == 1 + IP_CT_DIR_REPLY)
+		dir = "reply ";
+	else if (ct->ex_ctdir != 0)
+		return -1;
+	switch (ct->ex_key) {
+	case NFT_CT_MARK:
+		if (ct->ex_ctdir != 0 || cmp->ex_len != 4)
+			return -1;
+		sb_printf(sb, "ct mark %s0x%08" PRIx32, neq, data_u32(cmp));
+		return 0;
+	case NFT_CT_DIRECTION:
+		if (ct->ex_ctdir != 0 || cmp->ex_len != 1 ||
+		    cmp->ex_data[0] > IP_CT_DIR_REPLY)
+			return -1;
+		sb_printf(sb, "ct direction %s%s", neq,
+		    cmp->ex_data[0] == IP_CT_DIR_ORIGINAL ? "original" :
+							    "reply");
+		return 0;
+	case NFT_CT_SRC_IP:
+	case NFT_CT_DST_IP:
+		if (ct->ex_ctdir == 0 || cmp->ex_len != 4)
+			return -1;
+		inet_ntop(AF_INET, cmp->ex_data, addr, sizeof(addr));
+		sb_printf(sb, "ct %sip %s %s%s", dir,
+		    ct->ex_key == NFT_CT_SRC_IP ? "saddr" : "daddr", neq, addr);
+		return 0;
+	case NFT_CT_SRC_IP6:
+	case NFT_CT_DST_IP6:
+		if (ct->ex_ctdir == 0 || cmp->ex_len != 16)
+			return -1;
+		inet_ntop(AF_INET6, cmp->ex_data, addr, sizeof(addr));
+		sb_printf(sb, "ct %sip6 %s %s%s", dir,
+		    ct->ex_key == NFT_CT_SRC_IP6 ? "saddr" : "daddr", neq,
+		    addr);
+		return 0;
+	default:
+		return -1;
+	}
+}
+
+static int
+print_ctset(struct sb *sb, const struct unit *u)
+{
+	sb_printf(sb, "ct mark set 0x%08" PRIx32, data_u32(u->u_load[0]));
+	return 0;
+}
+
+/* Only the reverse-path check sluice uses: fib saddr . iif oif. */
+static int
+print_fib(struct sb *sb, const struct unit *u)
+{
+	const struct np_expr *f = u->u_load[0], *cmp = u->u_last;
+	uint32_t rp = NFTA_FIB_F_SADDR | NFTA_FIB_F_IIF;
+
+	if (f->ex_key != NFT_FIB_RESULT_OIF ||
+	    f->ex_flags != (rp | NFTA_FIB_F_PRESENT) || cmp->ex_len != 4 ||
+	    cmp->ex_op != NFT_CMP_EQ || data_u32(cmp) > 1)
+		return -1;
+	sb_printf(sb, "fib saddr . iif oif %s",
+	    data_u32(cmp) != 0 ? "exists" : "missing");
+	return 0;
+}
+
 static const char *
 unit_name(uint64_t seconds)
 {
@@ -683,6 +817,15 @@ rule_decompile(struct sb *sb, const struct np_rule *ru)
 		case U_CTSTATE:
 			rc = print_ctstate(&one, &u[k]);
 			break;
+		case U_CT:
+			rc = print_ct(&one, &u[k]);
+			break;
+		case U_CTSET:
+			rc = print_ctset(&one, &u[k]);
+			break;
+		case U_FIB:
+			rc = print_fib(&one, &u[k]);
+			break;
 		default:
 			rc = print_stmt(&one, u[k].u_last);
 			break;
@@ -743,8 +886,26 @@ rule_raw(struct sb *sb, const struct np_rule *ru)
 			    e->ex_sreg, e->ex_name);
 			break;
 		case NP_E_CT:
-			sb_printf(sb, "ct load %" PRIu32 " => reg %" PRIu32,
-			    e->ex_key, e->ex_dreg);
+			if (e->ex_sreg != 0)
+				sb_printf(sb,
+				    "ct set %" PRIu32 " with reg %" PRIu32,
+				    e->ex_key, e->ex_sreg);
+			else
+				sb_printf(sb,
+				    "ct load %" PRIu32 " => reg %" PRIu32,
+				    e->ex_key, e->ex_dreg);
+			if (e->ex_ctdir != 0)
+				sb_printf(sb, " dir %" PRIu32, e->ex_ctdir - 1);
+			break;
+		case NP_E_IMMEDIATE:
+			sb_printf(sb, "immediate reg %" PRIu32 " ", e->ex_dreg);
+			hex(sb, e->ex_data, e->ex_len);
+			break;
+		case NP_E_FIB:
+			sb_printf(sb,
+			    "fib flags 0x%" PRIx32 " result %" PRIu32
+			    " => reg %" PRIu32,
+			    e->ex_flags, e->ex_key, e->ex_dreg);
 			break;
 		case NP_E_BITWISE:
 			sb_printf(sb, "bitwise reg %" PRIu32 " & ", e->ex_sreg);

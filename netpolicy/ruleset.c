@@ -26,6 +26,7 @@
 
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_conntrack_common.h>
+#include <linux/netfilter/nf_conntrack_tuple_common.h>
 #include <linux/netfilter/nf_tables.h>
 
 #include "netpolicy/netpolicy.h"
@@ -56,6 +57,7 @@
 
 #define NP_CHAIN_SANDBOX_IN   "sandbox_in"
 #define NP_CHAIN_SANDBOX_DROP "sandbox_drop"
+#define NP_CHAIN_SPOOFED      "spoofed"
 
 void
 np_why(char *why, size_t whylen, const char *fmt, ...)
@@ -222,6 +224,41 @@ np_ruleset_nrules(const struct np_ruleset *rs)
 }
 
 int
+np_rule_is_drop(const struct np_rule *ru)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < ru->ru_nexprs; i++)
+		if (ru->ru_exprs[i].ex_type == NP_E_COUNTER &&
+		    ru->ru_exprs[i + 1].ex_type == NP_E_VERDICT &&
+		    ru->ru_exprs[i + 1].ex_verdict == NF_DROP)
+			return 1;
+	return 0;
+}
+
+void
+np_ruleset_drop_counters(const struct np_ruleset *rs, uint64_t *packets,
+    uint64_t *bytes)
+{
+	const struct np_rule *ru;
+	size_t i, j, k;
+
+	*packets = 0;
+	*bytes = 0;
+	for (i = 0; i < rs->rs_nchains; i++)
+		for (j = 0; j < rs->rs_chains[i].ch_nrules; j++) {
+			ru = &rs->rs_chains[i].ch_rules[j];
+			if (!np_rule_is_drop(ru))
+				continue;
+			for (k = 0; k < ru->ru_nexprs; k++)
+				if (ru->ru_exprs[k].ex_type == NP_E_COUNTER) {
+					*packets += ru->ru_exprs[k].ex_packets;
+					*bytes += ru->ru_exprs[k].ex_bytes;
+				}
+		}
+}
+
+int
 np_elem_addr_port(struct np_elem *e, const struct sockaddr *sa, uint16_t port,
     uint32_t timeout_s)
 {
@@ -305,7 +342,8 @@ rb_cmp(struct rb *b, uint32_t op, const void *data, uint32_t len)
 }
 
 static void
-rb_meta_cmp(struct rb *b, uint32_t key, const void *data, uint32_t len)
+rb_meta_op(struct rb *b, uint32_t key, uint32_t op, const void *data,
+    uint32_t len)
 {
 	struct np_expr *e;
 
@@ -313,7 +351,13 @@ rb_meta_cmp(struct rb *b, uint32_t key, const void *data, uint32_t len)
 		return;
 	e->ex_key = key;
 	e->ex_dreg = NFT_REG_1;
-	rb_cmp(b, NFT_CMP_EQ, data, len);
+	rb_cmp(b, op, data, len);
+}
+
+static void
+rb_meta_cmp(struct rb *b, uint32_t key, const void *data, uint32_t len)
+{
+	rb_meta_op(b, key, NFT_CMP_EQ, data, len);
 }
 
 static void
@@ -355,14 +399,21 @@ rb_payload(struct rb *b, uint32_t base, uint32_t off, uint32_t len,
 	e->ex_len = len;
 }
 
-/* ip daddr / ip6 daddr / ip6 hoplimit == data */
+/* ip daddr / ip6 daddr / ip6 hoplimit op data */
+static void
+rb_net_op(struct rb *b, int nfproto, uint32_t off, uint32_t op,
+    const void *data, uint32_t len)
+{
+	rb_nfproto(b, nfproto);
+	rb_payload(b, NFT_PAYLOAD_NETWORK_HEADER, off, len, NFT_REG_1);
+	rb_cmp(b, op, data, len);
+}
+
 static void
 rb_net_cmp(struct rb *b, int nfproto, uint32_t off, const void *data,
     uint32_t len)
 {
-	rb_nfproto(b, nfproto);
-	rb_payload(b, NFT_PAYLOAD_NETWORK_HEADER, off, len, NFT_REG_1);
-	rb_cmp(b, NFT_CMP_EQ, data, len);
+	rb_net_op(b, nfproto, off, NFT_CMP_EQ, data, len);
 }
 
 /* tcp dport / udp dport / icmpv6 type == data */
@@ -413,6 +464,64 @@ rb_skuid(struct rb *b, uid_t uid)
 	uint32_t v = (uint32_t)uid;
 
 	rb_meta_cmp(b, NFT_META_SKUID, &v, sizeof(v));
+}
+
+static void
+rb_not_skuid(struct rb *b, uid_t uid)
+{
+	uint32_t v = (uint32_t)uid;
+
+	rb_meta_op(b, NFT_META_SKUID, NFT_CMP_NEQ, &v, sizeof(v));
+}
+
+/* ct [original|reply] KEY == data; dir1 0: no direction, else 1 + dir. */
+static void
+rb_ct_cmp(struct rb *b, uint32_t key, uint32_t dir1, const void *data,
+    uint32_t len)
+{
+	struct np_expr *e;
+
+	if ((e = rb_add(b, NP_E_CT)) == NULL)
+		return;
+	e->ex_key = key;
+	e->ex_ctdir = dir1;
+	e->ex_dreg = NFT_REG_1;
+	rb_cmp(b, NFT_CMP_EQ, data, len);
+}
+
+/* ct mark set MARK: the value goes through a register, as nft does it. */
+static void
+rb_ct_mark_set(struct rb *b, uint32_t mark)
+{
+	struct np_expr *e;
+
+	if ((e = rb_add(b, NP_E_IMMEDIATE)) == NULL)
+		return;
+	e->ex_dreg = NFT_REG_1;
+	e->ex_len = sizeof(mark);
+	memcpy(e->ex_data, &mark, sizeof(mark));
+	if ((e = rb_add(b, NP_E_CT)) == NULL)
+		return;
+	e->ex_key = NFT_CT_MARK;
+	e->ex_sreg = NFT_REG_1;
+}
+
+/*
+ * fib saddr . iif oif missing: no route back to the source leaves through
+ * the interface the packet came in on (a strict reverse-path check).
+ */
+static void
+rb_fib_rp_missing(struct rb *b)
+{
+	struct np_expr *e;
+	uint32_t zero = 0; /* nft compares the "present" boolean as 32 bits */
+
+	if ((e = rb_add(b, NP_E_FIB)) == NULL)
+		return;
+	e->ex_flags = NFTA_FIB_F_SADDR | NFTA_FIB_F_IIF | NFTA_FIB_F_PRESENT;
+	e->ex_key = NFT_FIB_RESULT_OIF;
+	e->ex_dreg = NFT_REG_1;
+	rb_cmp(b, NFT_CMP_EQ, &zero, sizeof(zero));
 }
 
 /*
@@ -619,23 +728,92 @@ nomem:
 }
 
 /*
+ * Does the loopback rule already cover this resolver address (127.0.0.0/8),
+ * or is it 127.0.0.1 / ::1, which every local client sends from?
+ */
+static int
+np_is_lo_addr(const struct sockaddr_storage *ss)
+{
+	const struct sockaddr_in *sin = (const void *)ss;
+	const struct sockaddr_in6 *sin6 = (const void *)ss;
+
+	if (ss->ss_family == AF_INET)
+		return (ntohl(sin->sin_addr.s_addr) >> 24) == 127;
+	return IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr);
+}
+
+/*
+ * The anti-spoofing rules, first in the output chain: a packet that a
+ * process other than sluice sends with a resolver's address, or a
+ * loopback address other than 127.0.0.1, as its source is dropped (and
+ * logged). Every uid may bind 127.0.0.0/8 and send from it, and
+ * IPV6_FREEBIND lets every uid send from any IPv6 address: without these
+ * rules a process in the sandbox could answer sluice's DNS queries. A
+ * locally delivered packet passes the output hook before the input hook,
+ * with its sender's uid, so this is where it can be told apart. A resolver
+ * on 127.0.0.1 or ::1 is left out: every local client uses those sources;
+ * its answers come from port 53, which an unprivileged process cannot bind.
+ */
+static int
+np_add_antispoof(struct np_chain *ch, const struct np_input *in,
+    const struct sockaddr_storage *res, size_t nres)
+{
+	const struct sockaddr_in *sin;
+	const struct sockaddr_in6 *sin6;
+	uint8_t lo_net = 127;
+	uint32_t lo_addr = htonl(INADDR_LOOPBACK);
+	struct rb b;
+	size_t i;
+
+	rb_init(&b, np_chain_add_rule(ch));
+	rb_not_skuid(&b, in->ni_uid);
+	/* ip saddr 127.0.0.0/8: nft compares the first byte only. */
+	rb_net_cmp(&b, NFPROTO_IPV4, 12, &lo_net, sizeof(lo_net));
+	rb_net_op(&b, NFPROTO_IPV4, 12, NFT_CMP_NEQ, &lo_addr, sizeof(lo_addr));
+	rb_verdict(&b, NFT_JUMP, NP_CHAIN_SPOOFED);
+	if (b.err)
+		return -1;
+	for (i = 0; i < nres; i++) {
+		if (np_is_lo_addr(&res[i]))
+			continue;
+		sin = (const struct sockaddr_in *)(const void *)&res[i];
+		sin6 = (const struct sockaddr_in6 *)(const void *)&res[i];
+		rb_init(&b, np_chain_add_rule(ch));
+		rb_not_skuid(&b, in->ni_uid);
+		if (res[i].ss_family == AF_INET)
+			rb_net_cmp(&b, NFPROTO_IPV4, 12, &sin->sin_addr, 4);
+		else
+			rb_net_cmp(&b, NFPROTO_IPV6, 8, &sin6->sin6_addr, 16);
+		rb_verdict(&b, NFT_JUMP, NP_CHAIN_SPOOFED);
+		if (b.err)
+			return -1;
+	}
+	return 0;
+}
+
+/*
  * Sidecar: one output chain, policy drop (DESIGN.md "Kernel rules"). There
  * is deliberately no blanket "ct state established,related accept": in
  * output it would let any uid answer a connection that came in from
  * outside, which is a way out. Replies to the sandbox's own connections to
  * sluice's listeners travel over lo and are covered by "oif lo"; sluice's
- * own flows are covered by its uid. Sidecar needs no input chain: inbound
- * packets carry nothing out, and every reply a process could make goes
- * through this output chain.
+ * own flows are covered by its uid, and once sluice closed a socket (the
+ * kernel's last FIN/ACK has no owner any more) by the conntrack mark its
+ * accepted connections got. Sidecar needs no input chain: inbound packets
+ * carry nothing out, and every reply a process could make goes through
+ * this output chain.
  */
 static int
 np_build_sidecar(struct np_ruleset *rs, const struct np_input *in, char *why,
     size_t whylen)
 {
-	struct sockaddr_storage ss;
-	struct np_chain *ch;
+	struct sockaddr_storage *res = NULL;
+	struct np_chain *ch, *spoof;
 	struct rb b;
 	uint32_t lo = 1; /* the loopback device is ifindex 1 in every netns */
+	uint32_t mark = NP_CT_MARK;
+	uint8_t tcp = IPPROTO_TCP;
+	uint32_t est = NF_CT_STATE_BIT(IP_CT_ESTABLISHED);
 	size_t i;
 	int p, nf;
 	static const int protos[] = { IPPROTO_UDP, IPPROTO_TCP };
@@ -646,10 +824,30 @@ np_build_sidecar(struct np_ruleset *rs, const struct np_input *in, char *why,
 		    "exactly that uid out)");
 		return -1;
 	}
-	if (np_add_upstream_sets(rs, in, why, whylen) == -1)
+	if (in->ni_nresolvers > 0 &&
+	    (res = calloc(in->ni_nresolvers, sizeof(*res))) == NULL)
+		goto nomem;
+	for (i = 0; i < in->ni_nresolvers; i++) {
+		if (in->ni_resolvers[i] == NULL ||
+		    np_parse_ip(in->ni_resolvers[i], &res[i]) == -1) {
+			np_why(why, whylen,
+			    "netpolicy.resolvers[%zu]: not an IP address", i);
+			free(res);
+			return -1;
+		}
+	}
+	if (np_add_upstream_sets(rs, in, why, whylen) == -1) {
+		free(res);
 		return -1;
+	}
 	ch = np_add_base_chain(rs, "output", NF_INET_LOCAL_OUT, NF_DROP);
-	if (ch == NULL)
+	if (ch == NULL || np_ruleset_add_chain(rs, NP_CHAIN_SPOOFED) == NULL)
+		goto nomem;
+	/* Adding a chain may have moved the array. */
+	ch = &rs->rs_chains[0];
+	spoof = &rs->rs_chains[1];
+
+	if (np_add_antispoof(ch, in, res, in->ni_nresolvers) == -1)
 		goto nomem;
 
 	if (in->ni_allow_loopback) {
@@ -668,7 +866,20 @@ np_build_sidecar(struct np_ruleset *rs, const struct np_input *in, char *why,
 	 */
 	rb_init(&b, np_chain_add_rule(ch));
 	rb_skuid(&b, in->ni_uid);
-	rb_ct_state(&b, NF_CT_STATE_BIT(IP_CT_ESTABLISHED));
+	rb_ct_state(&b, est);
+	rb_verdict(&b, NF_ACCEPT, NULL);
+	if (b.err)
+		goto nomem;
+	/*
+	 * The same TCP flows once sluice closed its socket: the kernel's last
+	 * ACK or FIN then has no owner uid. Only connections whose first
+	 * packet one of the rules below accepted carry the mark; TCP only, as
+	 * a new UDP socket may reuse a closed one's conntrack entry.
+	 */
+	rb_init(&b, np_chain_add_rule(ch));
+	rb_meta_cmp(&b, NFT_META_L4PROTO, &tcp, sizeof(tcp));
+	rb_ct_cmp(&b, NFT_CT_MARK, 0, &mark, sizeof(mark));
+	rb_ct_state(&b, est);
 	rb_verdict(&b, NF_ACCEPT, NULL);
 	if (b.err)
 		goto nomem;
@@ -679,6 +890,7 @@ np_build_sidecar(struct np_ruleset *rs, const struct np_input *in, char *why,
 		rb_skuid(&b, in->ni_uid);
 		rb_daddr_dport_lookup(&b, nf == 0 ? NFPROTO_IPV4 : NFPROTO_IPV6,
 		    nf == 0 ? NP_SET_UPSTREAM4 : NP_SET_UPSTREAM6);
+		rb_ct_mark_set(&b, mark);
 		rb_verdict(&b, NF_ACCEPT, NULL);
 		if (b.err)
 			goto nomem;
@@ -688,24 +900,20 @@ np_build_sidecar(struct np_ruleset *rs, const struct np_input *in, char *why,
 		const struct sockaddr_in *sin;
 		const struct sockaddr_in6 *sin6;
 
-		if (in->ni_resolvers[i] == NULL ||
-		    np_parse_ip(in->ni_resolvers[i], &ss) == -1) {
-			np_why(why, whylen,
-			    "netpolicy.resolvers[%zu]: not an IP address", i);
-			return -1;
-		}
-		sin = (const struct sockaddr_in *)(const void *)&ss;
-		sin6 = (const struct sockaddr_in6 *)(const void *)&ss;
+		sin = (const struct sockaddr_in *)(const void *)&res[i];
+		sin6 = (const struct sockaddr_in6 *)(const void *)&res[i];
 		for (p = 0; p < 2; p++) {
 			rb_init(&b, np_chain_add_rule(ch));
 			rb_skuid(&b, in->ni_uid);
-			if (ss.ss_family == AF_INET)
+			if (res[i].ss_family == AF_INET)
 				rb_net_cmp(&b, NFPROTO_IPV4, 16, &sin->sin_addr,
 				    4);
 			else
 				rb_net_cmp(&b, NFPROTO_IPV6, 24,
 				    &sin6->sin6_addr, 16);
 			rb_dport(&b, protos[p], 53);
+			if (protos[p] == IPPROTO_TCP)
+				rb_ct_mark_set(&b, mark);
 			rb_verdict(&b, NF_ACCEPT, NULL);
 			if (b.err)
 				goto nomem;
@@ -728,10 +936,13 @@ np_build_sidecar(struct np_ruleset *rs, const struct np_input *in, char *why,
 	if (b.err)
 		goto nomem;
 
-	if (np_add_log_drop(ch, in->ni_log_group) == -1)
+	if (np_add_log_drop(ch, in->ni_log_group) == -1 ||
+	    np_add_log_drop(spoof, in->ni_log_group) == -1)
 		goto nomem;
+	free(res);
 	return 0;
 nomem:
+	free(res);
 	np_why(why, whylen, "netpolicy: out of memory");
 	return -1;
 }
@@ -800,12 +1011,82 @@ np_same_listener(const struct sockaddr_storage *a,
 	    memcmp(&a6->sin6_addr, &b6->sin6_addr, 16) == 0;
 }
 
+/* Same family and address (the port aside). */
+static int
+np_same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	const struct sockaddr_in *a4, *b4;
+	const struct sockaddr_in6 *a6, *b6;
+
+	if (a->ss_family != b->ss_family)
+		return 0;
+	a4 = (const struct sockaddr_in *)(const void *)a;
+	b4 = (const struct sockaddr_in *)(const void *)b;
+	a6 = (const struct sockaddr_in6 *)(const void *)a;
+	b6 = (const struct sockaddr_in6 *)(const void *)b;
+	if (a->ss_family == AF_INET)
+		return a4->sin_addr.s_addr == b4->sin_addr.s_addr;
+	return memcmp(&a6->sin6_addr, &b6->sin6_addr, 16) == 0;
+}
+
+/*
+ * ct state established,related of connections to a listener's address:
+ * "ct original ip daddr L". For a wildcard listener (any local address)
+ * the original direction stands in for it: a connection a sandbox opened
+ * to the gateway had its first packet accepted only by a listener rule
+ * (the reverse-path check keeps a sandbox from posing as another host),
+ * and the gateway's own flows are answered in the reply direction.
+ * nft has no way to print the port of an original tuple so that it reads
+ * it back, so ports are left to the listener rules.
+ */
+static int
+np_listener_ct_rule(struct np_chain *ch, const struct sockaddr_storage *ss,
+    size_t idx, char *why, size_t whylen)
+{
+	const struct sockaddr_in *sin;
+	const struct sockaddr_in6 *sin6;
+	uint8_t nfproto, dir = IP_CT_DIR_ORIGINAL;
+	struct rb b;
+
+	sin = (const struct sockaddr_in *)(const void *)ss;
+	sin6 = (const struct sockaddr_in6 *)(const void *)ss;
+	rb_init(&b, np_chain_add_rule(ch));
+	rb_ct_state(&b,
+	    NF_CT_STATE_BIT(IP_CT_ESTABLISHED) |
+		NF_CT_STATE_BIT(IP_CT_RELATED));
+	if (ss->ss_family == AF_INET &&
+	    sin->sin_addr.s_addr != htonl(INADDR_ANY))
+		rb_ct_cmp(&b, NFT_CT_DST_IP, 1 + IP_CT_DIR_ORIGINAL,
+		    &sin->sin_addr, 4);
+	else if (ss->ss_family == AF_INET6 &&
+	    !IN6_IS_ADDR_UNSPECIFIED(&sin6->sin6_addr))
+		rb_ct_cmp(&b, NFT_CT_DST_IP6, 1 + IP_CT_DIR_ORIGINAL,
+		    &sin6->sin6_addr, 16);
+	else if (ss->ss_family == AF_INET || ss->ss_family == AF_INET6) {
+		rb_ct_cmp(&b, NFT_CT_DIRECTION, 0, &dir, sizeof(dir));
+		nfproto =
+		    ss->ss_family == AF_INET ? NFPROTO_IPV4 : NFPROTO_IPV6;
+		rb_meta_cmp(&b, NFT_META_NFPROTO, &nfproto, 1);
+	} else {
+		np_why(why, whylen, "listeners[%zu].listen: not an IP listener",
+		    idx);
+		return -1;
+	}
+	rb_verdict(&b, NF_ACCEPT, NULL);
+	if (b.err) {
+		np_why(why, whylen, "netpolicy: out of memory");
+		return -1;
+	}
+	return 0;
+}
+
 /*
  * Gateway: sluice in the "host" namespace, sandboxes behind interfaces
  * matching the patterns. The base chains have policy accept and only
  * divert packets from sandbox interfaces, so the host's other traffic is
  * untouched; a diverted packet ends in sandbox_drop unless it is TCP to a
- * listener, a reply, or neighbour discovery.
+ * listener, traffic of a connection to a listener, or neighbour discovery,
+ * and whatever its source could not have come from ends there first.
  */
 static int
 np_build_gateway(struct np_ruleset *rs, const struct np_input *in, char *why,
@@ -858,13 +1139,32 @@ np_build_gateway(struct np_ruleset *rs, const struct np_input *in, char *why,
 			goto nomem;
 	}
 
+	/*
+	 * Reverse path: a source that would not be routed back out of the
+	 * interface it came in on is spoofed (another sandbox's address, the
+	 * internet host of one of the gateway's own flows, a local address).
+	 */
 	rb_init(&b, np_chain_add_rule(ch_sin));
-	rb_ct_state(&b,
-	    NF_CT_STATE_BIT(IP_CT_ESTABLISHED) |
-		NF_CT_STATE_BIT(IP_CT_RELATED));
-	rb_verdict(&b, NF_ACCEPT, NULL);
+	rb_fib_rp_missing(&b);
+	rb_verdict(&b, NFT_JUMP, NP_CHAIN_SANDBOX_DROP);
 	if (b.err)
 		goto nomem;
+	/*
+	 * Established and related traffic only of connections to a
+	 * listener, judged by the conntrack original tuple: never of the
+	 * gateway's own flows (its DNS, its upstream connections), into
+	 * which a sandbox with CAP_NET_RAW could otherwise inject.
+	 */
+	for (i = 0; i < in->ni_nlisteners; i++) {
+		for (dup = 0, j = 0; j < i; j++)
+			if (np_same_addr(&in->ni_listeners[i],
+				&in->ni_listeners[j]))
+				dup = 1;
+		if (!dup &&
+		    np_listener_ct_rule(ch_sin, &in->ni_listeners[i], i, why,
+			whylen) == -1)
+			return -1;
+	}
 	for (i = 0; i < in->ni_nlisteners; i++) {
 		for (dup = 0, j = 0; j < i; j++)
 			if (np_same_listener(&in->ni_listeners[i],

@@ -27,6 +27,7 @@
 #include "proxy/proxy.h"
 
 #define NG_VERIFY_SECS    30
+#define NG_COUNTER_SECS   5    /* drop-rule counters for the metrics */
 #define NG_DYN_MAX        1024 /* remembered dynamic elements */
 #define NG_AGG_MAX        64   /* distinct drop tuples per window */
 #define NG_EVENTS_PER_SEC 16   /* net.drop lines per window, at most */
@@ -62,7 +63,8 @@ static struct {
 	enum netpolicy_mode mode;
 	int flush_on_exit;
 	struct event *verify_ev;
-	struct event *apply_ev; /* writes netpolicy.apply once audit is up */
+	struct event *counter_ev; /* only with a metrics listener */
+	struct event *apply_ev;   /* writes netpolicy.apply once audit is up */
 	struct np_nflog *nflog;
 	struct event *nflog_ev;
 	struct event *agg_ev;
@@ -255,6 +257,35 @@ ng_diff_line(void *arg, const char *line)
 }
 
 /*
+ * The counters of the drop rules, for sluice_kernel_drop_rule_*: from a
+ * table just read (have), or read for the purpose (have NULL; rules only).
+ */
+static void
+ng_drop_counters(const struct np_ruleset *have)
+{
+	uint64_t packets, bytes;
+	char why[256];
+
+	if (have != NULL)
+		np_ruleset_drop_counters(have, &packets, &bytes);
+	else if (np_drop_counters(ng.table, &packets, &bytes, why,
+		     sizeof(why)) == -1) {
+		log_warnx("netpolicy: drop counters: %s", why);
+		return;
+	}
+	metrics_kernel_rule_drops(packets, bytes);
+}
+
+static void
+ng_counter_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	ng_drop_counters(NULL);
+}
+
+/*
  * Compare the kernel's table with want. Returns the number of differences
  * (a failed read counts as one, with dc->first saying why).
  */
@@ -271,6 +302,7 @@ ng_verify(struct ng_diff_ctx *dc)
 		return 1;
 	}
 	np_ruleset_diff(ng.want, have, ng_diff_line, dc);
+	ng_drop_counters(have);
 	np_ruleset_free(have);
 	return dc->n;
 }
@@ -478,6 +510,20 @@ netguard_start(struct event_base *base, const struct config *cf, int enabled,
 		return -1;
 	}
 	ng_nflog_start(cf->cf_np.np_log_group);
+	/*
+	 * With a metrics listener the drop counters are read more often
+	 * than verify runs (a rules-only read: a few small messages).
+	 */
+	if (cf->cf_metrics_listen != NULL) {
+		struct timeval often = { NG_COUNTER_SECS, 0 };
+
+		ng.counter_ev =
+		    event_new(base, -1, EV_PERSIST, ng_counter_cb, NULL);
+		if (ng.counter_ev == NULL ||
+		    event_add(ng.counter_ev, &often) == -1)
+			log_warnx("netpolicy: drop counters only every %d s",
+			    NG_VERIFY_SECS);
+	}
 	return 0;
 }
 
@@ -614,6 +660,11 @@ netguard_upstream_addrs(const struct route *rt,
 		dy->dy_port = uc->uc_port;
 		dy->dy_expires = now + (time_t)timeout;
 	}
+	/*
+	 * np_set_add replaces an element already there: only that resets
+	 * its timeout to this TTL (a mere re-add keeps the old expiry, and
+	 * sluice's own connections were then dropped when it ran out).
+	 */
 	if (np_set_add(ng.table, NP_SET_UPSTREAM4, e4, n4, why, sizeof(why)) ==
 		-1 ||
 	    np_set_add(ng.table, NP_SET_UPSTREAM6, e6, n6, why, sizeof(why)) ==
@@ -638,6 +689,8 @@ netguard_stop(const struct config *cf)
 	}
 	if (ng.verify_ev != NULL)
 		event_free(ng.verify_ev);
+	if (ng.counter_ev != NULL)
+		event_free(ng.counter_ev);
 	if (ng.apply_ev != NULL)
 		event_free(ng.apply_ev);
 	/* Fail-closed: the rules outlive sluice unless told otherwise. */

@@ -16,7 +16,11 @@ The workload runs as uid 12345 without capabilities; sluice's uid is the
 
 import json
 import os
+import re
+import subprocess
 import sys
+import threading
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -24,6 +28,46 @@ import netpolicy_harness as h  # noqa: E402
 
 UP4, OTHER4, RES4 = "198.18.10.1", "198.18.10.3", "198.18.10.53"
 UP6, OTHER6 = "2001:2:10::1", "2001:2:10::3"
+RES6 = "2001:2:10::53"
+SBX4, SBX6 = "198.18.10.2", "2001:2:10::2"
+
+# A UDP socket of its own uid that reports every datagram's source.
+RECV = r"""
+import select, socket, sys
+port = int(sys.argv[1])
+socks = []
+for fam, host in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
+    s = socket.socket(fam, socket.SOCK_DGRAM)
+    if fam == socket.AF_INET6:
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    s.bind((host, port))
+    socks.append(s)
+print("ready", flush=True)
+while True:
+    for s in select.select(socks, [], [])[0]:
+        data, peer = s.recvfrom(100)
+        print("%s %s" % (peer[0], data.decode()), flush=True)
+"""
+
+# Send one datagram from SRC (bound with IP_FREEBIND / IPV6_FREEBIND, which
+# need no privilege) to DST:PORT; "sent" or the errno's name.
+FORGE = r"""
+import errno, socket, sys
+src, dst, port, tag = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+fam = socket.AF_INET6 if ":" in src else socket.AF_INET
+s = socket.socket(fam, socket.SOCK_DGRAM)
+try:
+    if fam == socket.AF_INET6:
+        s.setsockopt(socket.IPPROTO_IPV6, 78, 1)  # IPV6_FREEBIND
+    else:
+        s.setsockopt(socket.IPPROTO_IP, 15, 1)  # IP_FREEBIND
+    s.bind((src, 0))
+    for _ in range(3):
+        s.sendto(tag.encode(), (dst, port))
+    print("sent")
+except OSError as e:
+    print("error " + errno.errorcode.get(e.errno, str(e.errno)))
+"""
 
 
 class Sidecar(unittest.TestCase):
@@ -86,7 +130,8 @@ class Sidecar(unittest.TestCase):
                   if "chain" in i}
         sets = {i["set"]["name"]: i["set"] for i in items if "set" in i}
         rules = [i["rule"] for i in items if "rule" in i]
-        self.assertEqual(set(chains), {"output"})
+        self.assertEqual(set(chains), {"output", "spoofed"})
+        self.assertNotIn("hook", chains["spoofed"])
         out = chains["output"]
         self.assertEqual((out["family"], out["table"], out["type"],
                           out["hook"], out["prio"], out["policy"]),
@@ -253,6 +298,95 @@ class Sidecar(unittest.TestCase):
         p = h.sluice("netpolicy", "apply", "-c", self.policy, "--netns",
                      "np-no-such-namespace")
         self.assertEqual(p.returncode, 3)
+
+    def test_11_forged_resolver_source(self):
+        # A process in the sandbox answering sluice's DNS queries itself:
+        # it binds a loopback address other than 127.0.0.1 (127.0.0.11,
+        # Docker's resolver) or a resolver's address (IPV6_FREEBIND) and
+        # sends to a socket of sluice's uid. The output hook sees the
+        # packet with its sender's uid before lo delivers it.
+        pol = h.write_policy(
+            self.dir, "policy-res.json",
+            {"mode": "sidecar", "table": "sluice", "allow_loopback": True,
+             "resolvers": [RES4, RES6, "127.0.0.11"], "log_group": 7},
+            [h.route("model-proxy", "http://%s:8080/v1" % UP4)],
+            [{"name": "forward", "type": "forward",
+              "listen": "127.0.0.1:3128"}])
+        uid = h.sluice_uid()
+        port = 5399
+        recv = subprocess.Popen(
+            self.sbx.argv(["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid,
+                           "--clear-groups", h.PY_ANY, "-u", "-c", RECV,
+                           str(port)]),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        h.CLEANUP.push(lambda: h.stop_pid(recv))
+        self.addCleanup(h.stop_pid, recv)
+        self.assertEqual(recv.stdout.readline().strip(), "ready",
+                         recv.stderr.read() if recv.poll() else "")
+        got = []
+        lock = threading.Lock()
+
+        def reader():
+            for line in recv.stdout:
+                with lock:
+                    got.append(line.split())
+        threading.Thread(target=reader, daemon=True).start()
+
+        cases = [  # (src, dst, must arrive for the workload)
+            ("127.0.0.11", "127.0.0.1", False),
+            ("127.0.0.11", SBX4, False),
+            ("127.1.2.3", "127.0.0.1", False),
+            (RES4, SBX4, False),
+            (RES4, "127.0.0.1", False),
+            (RES6, SBX6, False),
+            (RES6, "::1", False),
+            ("127.0.0.1", "127.0.0.1", True),  # lo itself stays open
+            ("::1", "::1", True),
+        ]
+
+        def run(sender_uid, tag):
+            out = {}
+            for i, (src, dst, _) in enumerate(cases):
+                argv = ["setpriv", "--reuid=%d" % sender_uid,
+                        "--regid=%d" % sender_uid, "--clear-groups",
+                        "--inh-caps=-all", h.PY_ANY, "-c", FORGE, src, dst,
+                        str(port), "%s-%d" % (tag, i)]
+                out[i] = self.sbx.run(argv, check=False).stdout.strip()
+            time.sleep(0.5)
+            with lock:
+                seen = {g[1] for g in got if len(g) == 2}
+            return out, {i for i in out if "%s-%d" % (tag, i) in seen}
+
+        # Without the rules every forged datagram arrives (IPv4 may not
+        # let an unprivileged process send from a non-local address at
+        # all; such a case proves nothing either way and is left out).
+        self.sbx.nft("flush", "ruleset")
+        sent, arrived = run(h.WORKLOAD_UID, "base")
+        baseline = {i for i in arrived}
+        for i, (src, dst, _) in enumerate(cases):
+            if sent[i] == "sent":
+                self.assertIn(i, baseline, (src, dst, sent[i]))
+        self.assertIn(0, baseline)
+        self.assertIn(5, baseline)  # IPV6_FREEBIND from the resolver
+
+        p = h.sluice("netpolicy", "apply", "-c", pol, "--netns",
+                     self.sbx.name)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        sent, arrived = run(h.WORKLOAD_UID, "attack")
+        for i in baseline:
+            self.assertEqual(i in arrived, cases[i][2], cases[i])
+        # sluice's own uid may still send from those addresses.
+        sent, arrived = run(uid, "sluice")
+        for i in baseline:
+            self.assertIn(i, arrived, cases[i])
+        # The drops are counted by the spoofed chain's drop rule.
+        listing = self.sbx.nft("list", "chain", "inet", "sluice",
+                               "spoofed").stdout
+        m = re.search(r"counter packets (\d+)", listing)
+        self.assertTrue(m and int(m.group(1)) > 0, listing)
+        p = h.sluice("netpolicy", "verify", "-c", pol, "--netns",
+                     self.sbx.name)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
 
 
 if __name__ == "__main__":

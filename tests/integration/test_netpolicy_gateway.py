@@ -18,7 +18,9 @@ logged, and traffic between the host and the lans is untouched.
 
 import json
 import os
+import subprocess
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -30,6 +32,87 @@ SBX_A, SBX_A6, SBX_B, LAN = ("198.18.20.2", "2001:2:20::2", "198.18.21.2",
                              "198.18.22.2")
 HOST_LAN2, LAN2 = "198.18.23.1", "198.18.23.2"
 ROOT = 0  # sandboxes may hold every privilege in their own namespace
+
+# A flow of the gateway's own (its resolver socket, an upstream connection),
+# held open in the host namespace: prints "ready LOCALADDR LOCALPORT RCVNXT
+# SNDNXT", then, after a line on stdin, what arrived within 2 s.
+GW_FLOW = r"""
+import select, socket, struct, sys, time
+kind, peer, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rcv = snd = 0
+if kind == "tcp":
+    s = socket.create_connection((peer, port), timeout=5)
+    # TCP_REPAIR (root here): the sequence numbers a forged segment needs.
+    s.setsockopt(socket.IPPROTO_TCP, 19, 1)
+    s.setsockopt(socket.IPPROTO_TCP, 20, 1)
+    rcv = struct.unpack("I", s.getsockopt(socket.IPPROTO_TCP, 21, 4))[0]
+    s.setsockopt(socket.IPPROTO_TCP, 20, 2)
+    snd = struct.unpack("I", s.getsockopt(socket.IPPROTO_TCP, 21, 4))[0]
+    s.setsockopt(socket.IPPROTO_TCP, 19, 0)
+else:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.connect((peer, port))
+    s.send(b"query")
+    if sys.argv[4:] == ["answered"]:
+        s.settimeout(5)
+        s.recv(100)
+a = s.getsockname()
+print("ready %s %d %d %d" % (a[0], a[1], rcv, snd), flush=True)
+sys.stdin.readline()
+end, got = time.time() + 2.0, "nothing"
+while got == "nothing" and time.time() < end:
+    r, _, _ = select.select([s], [], [], max(0.0, end - time.time()))
+    try:
+        if r:
+            got = "got %r" % s.recv(100)
+    except OSError:  # an ICMP error from the peer: not data
+        pass
+print(got, flush=True)
+"""
+
+# Raw IPv4 packets with any source, from a sandbox holding CAP_NET_RAW.
+RAW_SEND = r"""
+import socket, struct, sys
+def csum(b):
+    if len(b) % 2:
+        b += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16:
+        s = (s & 0xffff) + (s >> 16)
+    return ~s & 0xffff
+kind, src, sport, dst, dport, seq, ack = sys.argv[1:8]
+sport, dport, seq, ack = int(sport), int(dport), int(seq), int(ack)
+sip, dip = socket.inet_aton(src), socket.inet_aton(dst)
+data = b"INJECTED"
+if kind == "udp":
+    proto, l4 = 17, struct.pack("!HHHH", sport, dport, 8 + len(data), 0) + data
+else:
+    flags, data = (0x02, b"") if kind == "syn" else (0x18, data)
+    proto = 6
+    l4 = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, 5 << 4, flags,
+                     65535, 0, 0) + data
+c = csum(sip + dip + struct.pack("!BBH", 0, proto, len(l4)) + l4)
+at = 6 if proto == 17 else 16
+l4 = l4[:at] + struct.pack("!H", c or 0xffff) + l4[at + 2:]
+ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(l4), 7, 0, 64, proto, 0,
+                 sip, dip)
+r = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+for _ in range(3):
+    r.sendto(ip + l4, (dst, 0))
+print("sent")
+"""
+
+HOLD = r"""
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.listen(8)
+print("ready", flush=True)
+conns = []
+while True:
+    conns.append(s.accept()[0])
+"""
 
 
 class Gateway(unittest.TestCase):
@@ -143,9 +226,12 @@ class Gateway(unittest.TestCase):
         self.assertEqual(set(r.values()), {"ok"}, r)
         self.assertEqual(self.host_srv.seen("tcp", "0.0.0.0", 22), [LAN])
         self.assertEqual(self.lan2_srv.seen("tcp", LAN2, 8080), [LAN])
-        # The host itself reaches a sandbox: the replies come back in
-        # through sbx-b as established traffic (input chain).
-        self.assertEqual(h.probe(self.host, ROOT, "tcp", SBX_B, 8080), "ok")
+        # The host's own connections into a sandbox get no replies: a
+        # sandbox may answer only connections to a listener (the
+        # conntrack original tuple), never the gateway's own flows.
+        self.b_srv.clear()
+        self.assertNotEqual(h.probe(self.host, ROOT, "tcp", SBX_B, 8080),
+                            "ok")
         # Forwarded replies from a sandbox are dropped all the same: a
         # reply to a connection from outside is a way out too.
         self.assertNotEqual(h.probe(self.lan, ROOT, "tcp", SBX_B, 8080),
@@ -176,6 +262,83 @@ class Gateway(unittest.TestCase):
         self.assertEqual(self.np("flush").returncode, 0)
         r = h.probe(self.a, ROOT, "tcp", SBX_B, 8080)
         self.assertEqual(r, "ok")
+
+    def gw_flow(self, kind, peer, port, *extra):
+        proc = subprocess.Popen(
+            self.host.argv([sys.executable, "-u", "-c", GW_FLOW, kind, peer,
+                            str(port)] + list(extra)),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        h.CLEANUP.push(lambda: h.stop_pid(proc))
+        self.addCleanup(h.stop_pid, proc)
+        line = proc.stdout.readline().split()
+        if not line or line[0] != "ready":
+            self.fail("gateway flow did not start: %s" % proc.stderr.read())
+        return proc, line[1], int(line[2]), int(line[3]), int(line[4])
+
+    def forge(self, kind, src, sport, dst, dport, seq=0, ack=0):
+        p = self.a.run([sys.executable, "-c", RAW_SEND, kind, src, str(sport),
+                        dst, str(dport), str(seq), str(ack)], check=False)
+        self.assertEqual(p.stdout.strip(), "sent", p.stderr)
+
+    def test_07_raw_injection(self):
+        # A sandbox that is root in its own namespace (CAP_NET_RAW) forges
+        # packets into the gateway's own flows. The kernel's own
+        # reverse-path filter is off (the default here): the rules alone
+        # must hold.
+        for k in ("all", "default", "sbx-a"):
+            self.host.sysctl("net.ipv4.conf.%s.rp_filter" % k, "0")
+        # No timestamps: a forged segment needs only seq and ack.
+        self.host.sysctl("net.ipv4.tcp_timestamps", "0")
+        # Conntrack runs in a namespace only while a rule needs it: keep
+        # it on while sluice's table is away, so that the flows opened
+        # then are tracked as they would be under sluice.
+        self.host.run(["nft", "-f", "-"], input=(
+            "table inet ctkeep { chain c { type filter hook input "
+            "priority 10; ct state new counter; }; }"))
+        self.addCleanup(self.host.nft, "delete", "table", "inet", "ctkeep",
+                        check=False)
+        servers = []
+        for ns, a in ((self.lan, LAN), (self.a, SBX_A)):
+            p = subprocess.Popen(
+                ns.argv([sys.executable, "-u", "-c", HOLD, a, "8081"]),
+                stdout=subprocess.PIPE, text=True)
+            h.CLEANUP.push(lambda p=p: h.stop_pid(p))
+            self.addCleanup(h.stop_pid, p)
+            servers.append(p)
+        h.Servers(self.a, ["udp,%s,53" % SBX_A])
+        for p in servers:
+            self.assertEqual(p.stdout.readline().strip(), "ready")
+        # The gateway's flows, opened while no rules are in (a flow into a
+        # sandbox cannot be opened once they are): its resolver on the
+        # lan and one reached through a sandbox, an upstream connection
+        # on the lan and one into a sandbox.
+        self.assertEqual(self.np("flush").returncode, 0)
+        flows = {
+            (LAN, 53): self.gw_flow("udp", LAN, 53),
+            (SBX_A, 53): self.gw_flow("udp", SBX_A, 53, "answered"),
+            (LAN, 8081): self.gw_flow("tcp", LAN, 8081),
+            (SBX_A, 8081): self.gw_flow("tcp", SBX_A, 8081),
+        }
+        self.assertEqual(self.np("apply").returncode, 0)
+        for (peer, pport), (proc, laddr, lport, rcv, snd) in flows.items():
+            self.forge("udp" if pport == 53 else "tcp", peer, pport, laddr,
+                       lport, rcv, snd)
+        for proc, *_ in flows.values():
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        for flow, (proc, *_) in flows.items():
+            self.assertEqual(proc.stdout.readline().strip(), "nothing", flow)
+        # A spoofed source that routes out of another interface (an
+        # unused lan address: nobody there answers the SYN-ACK with a
+        # reset) to the listener: no half-open connection appears.
+        spoofed = "198.18.22.77"
+        self.forge("syn", spoofed, 40000, HOST_A, 3128, 1000, 0)
+        time.sleep(0.5)
+        ss = self.host.run(["ss", "-Htn", "state", "syn-recv"]).stdout
+        self.assertNotIn(spoofed, ss)
+        # The sandbox still reaches the listener itself.
+        self.assertEqual(h.probe(self.a, ROOT, "tcp", HOST_A, 3128), "ok")
 
 
 if __name__ == "__main__":

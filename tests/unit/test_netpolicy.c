@@ -95,16 +95,31 @@ static const char sidecar_text[] =
     "\n"
     "\tchain output {\n"
     "\t\ttype filter hook output priority filter; policy drop;\n"
+    "\t\tmeta skuid != 1000 ip saddr 127.0.0.0/8 ip saddr != 127.0.0.1 "
+    "jump spoofed\n"
+    "\t\tmeta skuid != 1000 ip saddr 198.18.0.53 jump spoofed\n"
+    "\t\tmeta skuid != 1000 ip6 saddr 2001:2::53 jump spoofed\n"
     "\t\toif \"lo\" accept\n"
     "\t\tmeta skuid 1000 ct state established accept\n"
-    "\t\tmeta skuid 1000 ip daddr . tcp dport @upstream4 accept\n"
-    "\t\tmeta skuid 1000 ip6 daddr . tcp dport @upstream6 accept\n"
+    "\t\tmeta l4proto tcp ct mark 0x736c7563 ct state established "
+    "accept\n"
+    "\t\tmeta skuid 1000 ip daddr . tcp dport @upstream4 "
+    "ct mark set 0x736c7563 accept\n"
+    "\t\tmeta skuid 1000 ip6 daddr . tcp dport @upstream6 "
+    "ct mark set 0x736c7563 accept\n"
     "\t\tmeta skuid 1000 ip daddr 198.18.0.53 udp dport 53 accept\n"
-    "\t\tmeta skuid 1000 ip daddr 198.18.0.53 tcp dport 53 accept\n"
+    "\t\tmeta skuid 1000 ip daddr 198.18.0.53 tcp dport 53 "
+    "ct mark set 0x736c7563 accept\n"
     "\t\tmeta skuid 1000 ip6 daddr 2001:2::53 udp dport 53 accept\n"
-    "\t\tmeta skuid 1000 ip6 daddr 2001:2::53 tcp dport 53 accept\n"
+    "\t\tmeta skuid 1000 ip6 daddr 2001:2::53 tcp dport 53 "
+    "ct mark set 0x736c7563 accept\n"
     "\t\ticmpv6 type nd-neighbor-solicit ip6 hoplimit 255 accept\n"
     "\t\ticmpv6 type nd-neighbor-advert ip6 hoplimit 255 accept\n"
+    "\t\tlimit rate 10/second log group 7\n"
+    "\t\tcounter packets 0 bytes 0 drop\n"
+    "\t}\n"
+    "\n"
+    "\tchain spoofed {\n"
     "\t\tlimit rate 10/second log group 7\n"
     "\t\tcounter packets 0 bytes 0 drop\n"
     "\t}\n"
@@ -125,7 +140,13 @@ static const char gateway_text[] =
     "\t}\n"
     "\n"
     "\tchain sandbox_in {\n"
-    "\t\tct state established,related accept\n"
+    "\t\tfib saddr . iif oif missing jump sandbox_drop\n"
+    "\t\tct state established,related ct original ip daddr 198.18.1.1 "
+    "accept\n"
+    "\t\tct state established,related ct direction original "
+    "meta nfproto ipv4 accept\n"
+    "\t\tct state established,related ct original ip6 daddr "
+    "2001:2:0:1::1 accept\n"
     "\t\tip daddr 198.18.1.1 tcp dport 3128 accept\n"
     "\t\tmeta nfproto ipv4 tcp dport 8080 accept\n"
     "\t\tip6 daddr 2001:2:0:1::1 tcp dport 3128 accept\n"
@@ -156,7 +177,7 @@ test_sidecar_model(void **state)
 	assert_non_null(rs);
 	assert_string_equal(rs->rs_table, "sluice");
 	assert_int_equal(rs->rs_family, NFPROTO_INET);
-	assert_int_equal(rs->rs_nchains, 1);
+	assert_int_equal(rs->rs_nchains, 2);
 	out = np_ruleset_chain(rs, "output");
 	assert_non_null(out);
 	assert_true(out->ch_base);
@@ -164,9 +185,13 @@ test_sidecar_model(void **state)
 	assert_int_equal(out->ch_policy, NF_DROP);
 	assert_int_equal(out->ch_prio, 0);
 	assert_string_equal(out->ch_type, "filter");
-	/* lo, established, 2 upstream sets, 2 resolvers x 2, 2 ND, log, drop */
-	assert_int_equal(out->ch_nrules, 12);
-	assert_int_equal(np_ruleset_nrules(rs), 12);
+	/*
+	 * 3 anti-spoofing (loopback, 2 resolvers), lo, established by uid,
+	 * established by mark, 2 upstream sets, 2 resolvers x 2, 2 ND, log,
+	 * drop; the spoofed chain's log and drop.
+	 */
+	assert_int_equal(out->ch_nrules, 16);
+	assert_int_equal(np_ruleset_nrules(rs), 18);
 
 	s4 = np_ruleset_set(rs, NP_SET_UPSTREAM4);
 	s6 = np_ruleset_set(rs, NP_SET_UPSTREAM6);
@@ -189,9 +214,11 @@ test_sidecar_model(void **state)
 	assert_int_equal(ntohs(port), 8443);
 
 	/* The last rule is the counted drop, whatever the chain policy. */
-	assert_int_equal(out->ch_rules[11].ru_exprs[0].ex_type, NP_E_COUNTER);
-	assert_int_equal(out->ch_rules[11].ru_exprs[1].ex_type, NP_E_VERDICT);
-	assert_int_equal(out->ch_rules[11].ru_exprs[1].ex_verdict, NF_DROP);
+	assert_int_equal(out->ch_rules[15].ru_exprs[0].ex_type, NP_E_COUNTER);
+	assert_int_equal(out->ch_rules[15].ru_exprs[1].ex_type, NP_E_VERDICT);
+	assert_int_equal(out->ch_rules[15].ru_exprs[1].ex_verdict, NF_DROP);
+	assert_true(np_rule_is_drop(&out->ch_rules[15]));
+	assert_false(np_rule_is_drop(&out->ch_rules[14]));
 	np_ruleset_free(rs);
 }
 
@@ -230,7 +257,9 @@ test_sidecar_no_loopback(void **state)
 	assert_non_null(text);
 	assert_null(strstr(text, "oif \"lo\""));
 	assert_null(strstr(text, "dport 53"));
-	assert_int_equal(np_ruleset_nrules(rs), 7);
+	/* The loopback anti-spoofing rule stays: it does not need "lo". */
+	assert_non_null(strstr(text, "ip saddr 127.0.0.0/8"));
+	assert_int_equal(np_ruleset_nrules(rs), 11);
 	free(text);
 	np_ruleset_free(rs);
 }
@@ -436,6 +465,118 @@ test_rule_text(void **state)
 	assert_string_equal(buf, "tcp ");
 }
 
+static void
+test_sidecar_loopback_resolvers(void **state)
+{
+	static const char *const lo_res[] = { "127.0.0.11", "127.0.0.1", "::1",
+		"2001:2::53" };
+	struct np_ruleset *rs;
+	struct np_input in;
+	char why[256], *text;
+
+	(void)state;
+	sidecar_input(&in);
+	in.ni_resolvers = lo_res;
+	in.ni_nresolvers = SL_TEST_NELEM(lo_res);
+	rs = np_ruleset_build(&in, why, sizeof(why));
+	assert_non_null(rs);
+	text = np_ruleset_text(rs);
+	assert_non_null(text);
+	/* 127.0.0.11 is inside the loopback rule; 127.0.0.1 and ::1 are
+	 * every local client's sources and cannot be reserved. */
+	assert_non_null(strstr(text,
+	    "meta skuid != 1000 ip saddr 127.0.0.0/8 "
+	    "ip saddr != 127.0.0.1 jump spoofed\n"));
+	assert_null(strstr(text, "saddr 127.0.0.11"));
+	assert_null(strstr(text, "saddr 127.0.0.1 "));
+	assert_null(strstr(text, "saddr ::1"));
+	assert_non_null(strstr(text,
+	    "\t\tmeta skuid != 1000 ip6 saddr 2001:2::53 jump spoofed\n"
+	    "\t\toif \"lo\" accept\n"));
+	/* They are still resolvers sluice may query. */
+	assert_non_null(strstr(text, "ip daddr 127.0.0.11 udp dport 53"));
+	assert_non_null(strstr(text, "ip6 daddr ::1 tcp dport 53 ct mark set"));
+	free(text);
+	np_ruleset_free(rs);
+}
+
+static void
+test_drop_counters(void **state)
+{
+	struct np_ruleset *rs;
+	struct np_input in;
+	uint64_t packets, bytes;
+	char why[256];
+	size_t i, j;
+
+	(void)state;
+	sidecar_input(&in);
+	rs = np_ruleset_build(&in, why, sizeof(why));
+	assert_non_null(rs);
+	/* As np_dump fills them: every counter of the table has a value. */
+	for (i = 0; i < rs->rs_nchains; i++)
+		for (j = 0; j < rs->rs_chains[i].ch_nrules; j++) {
+			struct np_expr *e =
+			    rs->rs_chains[i].ch_rules[j].ru_exprs;
+
+			if (e[0].ex_type == NP_E_COUNTER) {
+				e[0].ex_packets = 3 + i;
+				e[0].ex_bytes = 300 + i;
+			}
+		}
+	np_ruleset_drop_counters(rs, &packets, &bytes);
+	/* output's drop (3, 300) and spoofed's drop (4, 301). */
+	assert_int_equal(packets, 7);
+	assert_int_equal(bytes, 601);
+	np_ruleset_free(rs);
+}
+
+/* The shapes the renderer knows only in the form sluice builds them. */
+static void
+test_rule_text_ct_fib(void **state)
+{
+	struct np_ruleset *rs;
+	struct np_input in;
+	struct np_rule ru;
+	struct np_chain *ch;
+	char why[256], buf[1024];
+
+	(void)state;
+	sidecar_input(&in);
+	rs = np_ruleset_build(&in, why, sizeof(why));
+	assert_non_null(rs);
+	ch = np_ruleset_chain(rs, "output");
+	/* "... ct mark set 0x736c7563 accept": a ct set with a direction is
+	 * not "ct mark set". */
+	ru = ch->ch_rules[6];
+	np_rule_text(&ru, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "ct mark set 0x736c7563 accept"));
+	assert_int_equal(ru.ru_exprs[ru.ru_nexprs - 2].ex_type, NP_E_CT);
+	ru.ru_exprs[ru.ru_nexprs - 2].ex_ctdir = 1;
+	np_rule_text(&ru, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "[ ct set 3 with reg 1 dir 0 ]"));
+	np_ruleset_free(rs);
+
+	gateway_input(&in);
+	rs = np_ruleset_build(&in, why, sizeof(why));
+	assert_non_null(rs);
+	ch = np_ruleset_chain(rs, "sandbox_in");
+	ru = ch->ch_rules[0];
+	np_rule_text(&ru, buf, sizeof(buf));
+	assert_string_equal(buf,
+	    "fib saddr . iif oif missing jump sandbox_drop");
+	/* A loose check (no iif) is a different rule: shown raw. */
+	ru.ru_exprs[0].ex_flags &= ~(uint32_t)NFTA_FIB_F_IIF;
+	np_rule_text(&ru, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "[ fib flags 0x21 result 1"));
+	/* ct original ip daddr needs its direction. */
+	ru = ch->ch_rules[1];
+	ru.ru_exprs[3].ex_ctdir = 0;
+	np_rule_text(&ru, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "[ ct load"));
+	np_ruleset_free(rs);
+}
+
 int
 main(void)
 {
@@ -447,6 +588,9 @@ main(void)
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_elem_addr_port),
 		cmocka_unit_test(test_rule_text),
+		cmocka_unit_test(test_sidecar_loopback_resolvers),
+		cmocka_unit_test(test_drop_counters),
+		cmocka_unit_test(test_rule_text_ct_fib),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -186,9 +186,9 @@ test_rule_removed_and_changed(void **state)
 
 	(void)state;
 	ch = np_ruleset_chain(have, "output");
-	/* Drop the loopback rule. */
-	memmove(&ch->ch_rules[0], &ch->ch_rules[1],
-	    (ch->ch_nrules - 1) * sizeof(ch->ch_rules[0]));
+	/* Drop the loopback rule (after the two anti-spoofing rules). */
+	memmove(&ch->ch_rules[2], &ch->ch_rules[3],
+	    (ch->ch_nrules - 3) * sizeof(ch->ch_rules[0]));
 	ch->ch_nrules--;
 	assert_int_equal(diff(want, have, &ls), 1);
 	assert_string_equal(ls.l[0],
@@ -237,7 +237,7 @@ test_chain_and_table(void **state)
 	snprintf(have->rs_chains[0].ch_name, NP_NAME_MAX, "%s", "other");
 	assert_int_equal(diff(want, have, &ls), 2);
 	assert_string_equal(ls.l[0], "chain output: missing");
-	assert_string_equal(ls.l[1], "chain other: unexpected (10 rules)");
+	assert_string_equal(ls.l[1], "chain other: unexpected (13 rules)");
 	np_ruleset_free(have);
 
 	/* No table at all. */
@@ -310,6 +310,36 @@ test_expr_equal(void **state)
 	assert_false(np_expr_equal(&a, &b));
 	a.ex_type = b.ex_type = NP_E_COUNTER;
 	a.ex_packets = 1;
+	assert_true(np_expr_equal(&a, &b));
+
+	/* ct: the direction and load/set are part of the expression. */
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	a.ex_type = b.ex_type = NP_E_CT;
+	a.ex_key = b.ex_key = NFT_CT_DST_IP;
+	a.ex_dreg = b.ex_dreg = NFT_REG_1;
+	a.ex_ctdir = b.ex_ctdir = 1;
+	assert_true(np_expr_equal(&a, &b));
+	b.ex_ctdir = 2;
+	assert_false(np_expr_equal(&a, &b));
+	b.ex_ctdir = 1;
+	b.ex_sreg = NFT_REG_1;
+	assert_false(np_expr_equal(&a, &b));
+
+	/* The mark value an immediate loads, the flags of a fib lookup. */
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	a.ex_type = b.ex_type = NP_E_IMMEDIATE;
+	a.ex_len = b.ex_len = 4;
+	a.ex_data[0] = b.ex_data[0] = 0x63;
+	assert_true(np_expr_equal(&a, &b));
+	b.ex_data[0] = 0x64;
+	assert_false(np_expr_equal(&a, &b));
+	a.ex_type = b.ex_type = NP_E_FIB;
+	a.ex_flags = NFTA_FIB_F_SADDR | NFTA_FIB_F_IIF | NFTA_FIB_F_PRESENT;
+	b.ex_flags = NFTA_FIB_F_SADDR | NFTA_FIB_F_PRESENT;
+	assert_false(np_expr_equal(&a, &b));
+	b.ex_flags = a.ex_flags;
 	assert_true(np_expr_equal(&a, &b));
 }
 
