@@ -215,6 +215,7 @@ private_v6(const uint8_t *a)
 	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff,
 		0xff };
 	static const uint8_t nat64[12] = { 0x00, 0x64, 0xff, 0x9b };
+	static const uint8_t nat64l[6] = { 0x00, 0x64, 0xff, 0x9b, 0x00, 0x01 };
 	static const uint8_t zero[16];
 
 	if (memcmp(a, zero, 16) == 0) /* ::/128 */
@@ -227,9 +228,27 @@ private_v6(const uint8_t *a)
 		return 1;
 	if (a[0] == 0xff) /* ff00::/8 */
 		return 1;
-	/* IPv4 inside IPv6 is judged as the IPv4 address it carries. */
-	if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0)
+	/*
+	 * IPv4 inside IPv6 is judged as the IPv4 address it carries:
+	 * ::ffff:0:0/96, 64:ff9b::/96 and the deprecated IPv4-compatible
+	 * ::/96 (whose ::/128 and ::1/128 fall in 0.0.0.0/8 too).
+	 */
+	if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0 ||
+	    memcmp(a, zero, 12) == 0)
 		return private_v4(be32(a + 12));
+	/*
+	 * The local-use NAT64 prefix 64:ff9b:1::/48 (RFC 8215) in the /48
+	 * layout of RFC 6052 section 2.2: the IPv4 address is bits 48..63
+	 * and 72..87, around the u-octet (bits 64..71), which must be zero.
+	 * An address with a non-zero u-octet is no translation of anything:
+	 * refused. Every address of 64:ff9b:1::/96 reads as 0.0.0.0/8 here
+	 * and is refused too, whatever the NAT64's prefix length.
+	 */
+	if (memcmp(a, nat64l, 6) == 0) {
+		uint8_t v4[4] = { a[6], a[7], a[9], a[10] };
+
+		return a[8] != 0 || private_v4(be32(v4));
+	}
 	if (a[0] == 0x20 && a[1] == 0x02) /* 2002::/16 (6to4) */
 		return private_v4(be32(a + 2));
 	return 0;

@@ -323,8 +323,9 @@ policy_route_for(const struct config *cf, const struct uri *u, int connect);
 /* Budget limit for a token on a route: min of claim and route, 0 = none. */
 uint64_t policy_budget_limit(const struct route *, const struct token_claims *);
 /*
- * Non-zero when the address is in DESIGN.md's "private" list (IPv4, IPv6,
- * and IPv4 embedded in ::ffff:0:0/96, 64:ff9b::/96 and 2002::/16).
+ * Non-zero when the address is in the "private" list (IPv4, IPv6, and
+ * IPv4 embedded in ::ffff:0:0/96, 64:ff9b::/96, 64:ff9b:1::/48, ::/96 and
+ * 2002::/16).
  */
 int policy_addr_private(const struct sockaddr *sa);
 /*

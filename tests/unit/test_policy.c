@@ -716,7 +716,8 @@ sa_from(const char *ip, uint16_t port, struct sockaddr_storage *ss)
 /*
  * DESIGN.md "Denied destinations": the first and last address of every
  * range, the neighbours just outside, the IPv4 embedded in ::ffff:0:0/96,
- * 64:ff9b::/96 and 2002::/16, and the benchmarking ranges the tests use.
+ * 64:ff9b::/96, 64:ff9b:1::/48, ::/96 and 2002::/16, and the benchmarking
+ * ranges the tests use.
  */
 static void
 test_addr_private(void **state)
@@ -787,6 +788,26 @@ test_addr_private(void **state)
 		{ "64:ff9b::10.0.0.1", 1 }, { "64:ff9b::127.0.0.1", 1 },
 		{ "64:ff9b::169.254.169.254", 1 }, { "64:ff9b::0.0.0.0", 1 },
 		{ "64:ff9b::8.8.8.8", 0 }, { "64:ff9b::198.18.0.1", 0 },
+		/*
+		 * 64:ff9b:1::/48, RFC 6052 /48 layout: IPv4 in bits 48..63
+		 * and 72..87 around the u-octet (bits 64..71).
+		 */
+		{ "64:ff9b:1:a9fe:a9:fe00::", 1 }, /* 169.254.169.254 */
+		{ "64:ff9b:1:a00:0:100::", 1 },    /* 10.0.0.1 */
+		{ "64:ff9b:1:7f00:0:100::", 1 },   /* 127.0.0.1 */
+		{ "64:ff9b:1:6440:0:100::", 1 },   /* 100.64.0.1 */
+		{ "64:ff9b:1:808:8:800::", 0 },    /* 8.8.8.8 */
+		{ "64:ff9b:1:c612:0:100::", 0 },   /* 198.18.0.1 */
+		{ "64:ff9b:1:808:8:800::1", 0 },   /* suffix is ignored */
+		{ "64:ff9b:1:808:108:800::", 1 },  /* u-octet set: no NAT64 */
+		/* The /96 form inside the /48 reads as 0.0.0.0/8. */
+		{ "64:ff9b:1::a9fe:a9fe", 1 }, { "64:ff9b:1::808:808", 1 },
+		{ "64:ff9b:2:a9fe:a9:fe00::", 0 }, /* outside the /48 */
+		{ "64:ff9b:0:a9fe:a9:fe00::", 0 },
+		/* ::/96, IPv4-compatible (deprecated) */
+		{ "::a9fe:a9fe", 1 }, { "::10.0.0.1", 1 }, { "::127.0.0.1", 1 },
+		{ "::0.0.0.2", 1 }, { "::8.8.8.8", 0 }, { "::198.18.0.1", 0 },
+		{ "::1:a9fe:a9fe", 0 }, /* ::1:0:0/96 is not ::/96 */
 		/* 2002::/16 */
 		{ "2002:a00:1::", 1 },       /* 10.0.0.1 */
 		{ "2002:7f00:1::1", 1 },     /* 127.0.0.1 */
@@ -847,6 +868,11 @@ test_check_addr(void **state)
 		{ "IPv4-mapped loopback", R_MODEL, "::ffff:127.0.0.1", 443,
 		    REASON_DESTINATION_DENIED },
 		{ "NAT64 private", R_MODEL, "64:ff9b::a00:1", 443,
+		    REASON_DESTINATION_DENIED },
+		{ "local-use NAT64 metadata", R_MODEL,
+		    "64:ff9b:1:a9fe:a9:fe00::", 443,
+		    REASON_DESTINATION_DENIED },
+		{ "IPv4-compatible metadata", R_MODEL, "::a9fe:a9fe", 443,
 		    REASON_DESTINATION_DENIED },
 		{ "IPv6 link-local", R_MODEL, "fe80::1", 443,
 		    REASON_DESTINATION_DENIED },
