@@ -1074,8 +1074,9 @@ in_list(char *const *list, size_t n, const char *s)
 
 /*
  * A forward request selects its route by host (DESIGN.md "Requests and
- * routing"), so no host may select two routes: aliases match a host name
- * on any port, the upstream host only on its own port.
+ * routing"). Routes may share an upstream (the token's audience picks
+ * among them), but an alias in hosts selects exactly one route: it may be
+ * neither another route's alias nor another route's upstream host.
  */
 static int
 route_overlap(struct cfctx *cx, const char *jp, const struct route *rt,
@@ -1089,12 +1090,10 @@ route_overlap(struct cfctx *cx, const char *jp, const struct route *rt,
 			return cf_err(cx, jp,
 			    "hosts[%zu]: \"%s\" also selects routes[%zu]", h,
 			    rt->rt_hosts[h], oidx);
-	if (in_list(o->rt_hosts, o->rt_nhosts, rt->rt_up.uc_host) ||
-	    (strcmp(rt->rt_up.uc_host, o->rt_up.uc_host) == 0 &&
-		rt->rt_up.uc_port == o->rt_up.uc_port))
+	if (in_list(o->rt_hosts, o->rt_nhosts, rt->rt_up.uc_host))
 		return cf_err(cx, jp,
-		    "upstream.url: %s:%u also selects routes[%zu]",
-		    rt->rt_up.uc_host, rt->rt_up.uc_port, oidx);
+		    "upstream.url: %s is listed in routes[%zu].hosts",
+		    rt->rt_up.uc_host, oidx);
 	return 0;
 }
 

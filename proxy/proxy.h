@@ -313,10 +313,11 @@ struct decision {
 enum reason policy_decide(const struct config *cf, const struct req_view *v,
     int64_t now, struct decision *out);
 /*
- * The route a forward request's target selects, or NULL: CONNECT needs the
- * upstream's host and port; an absolute-form request matches a route's
- * hosts by name (any port) or its upstream host on the upstream's port
- * (the explicit port, else the scheme's default).
+ * The first route (in policy order) a forward request's target selects,
+ * or NULL: CONNECT needs the upstream's host and port; an absolute-form
+ * request matches a route's hosts or its upstream host by name, on any
+ * port. Routes may share an upstream: policy_decide() picks among them by
+ * the token's audience.
  */
 const struct route *
 policy_route_for(const struct config *cf, const struct uri *u, int connect);

@@ -938,7 +938,10 @@ static const struct err_row err_rows[] = {
 		R_A, NPOFF),
 	    "tokens.revoked_file: ", "@D/nope.txt" },
 
-	/* Routes: one host may select only one route. */
+	/*
+	 * Routes: an alias selects only one route (routes may share an
+	 * upstream: the token's audience picks among them).
+	 */
 	{ "duplicate audience",
 	    POL(L_FWD, TOK,
 		R_A ",{'audience':'a','upstream':{'url':'http://198.18.0.3/',"
@@ -969,12 +972,21 @@ static const struct err_row err_rows[] = {
 		"{'audience':'b','upstream':{'url':'https://cp.example.com/'}}",
 		NPOFF),
 	    "routes[1]: upstream.url: ", "routes[0]" },
-	{ "upstream host:port shared by two routes",
+	{ "upstream named by an earlier route's hosts",
+	    POL(L_FWD, TOK,
+		"{'audience':'a','upstream':{'url':'https://cp.example.com/'}},"
+		"{'audience':'b','hosts':['x.internal'],'upstream':{'url':"
+		"'http://198.18.0.2/','allow_plaintext':true}},"
+		"{'audience':'c','upstream':{'url':'https://X.Internal/'}}",
+		NPOFF),
+	    "routes[2]: upstream.url: ", "routes[1].hosts" },
+	{ "alias naming a shared upstream",
 	    POL(L_FWD, TOK,
 		"{'audience':'a','upstream':{'url':'https://cp.example.com/a'}},"
-		"{'audience':'b','upstream':{'url':'https://CP.example.com:443/b'}}",
+		"{'audience':'b','hosts':['cp.example.com'],"
+		"'upstream':{'url':'https://cp.example.com/b'}}",
 		NPOFF),
-	    "routes[1]: upstream.url: ", "routes[0]" },
+	    "routes[1]: hosts[0]: ", "routes[0]" },
 	{ "IPv6 host naming another route's IPv6 upstream",
 	    POL(L_FWD, TOK,
 		"{'audience':'a','upstream':{'url':'https://[2001:2::1]/'}},"
@@ -1155,6 +1167,18 @@ static const struct {
 	    UPSTREAM("'url':'https://[2001:2::1]:8443/'") },
 	{ "private literal with allow_private",
 	    UPSTREAM("'url':'https://10.0.0.1/','allow_private':true") },
+	{ "upstream host:port shared by two routes",
+	    POL(L_FWD, TOK,
+		"{'audience':'a','upstream':{'url':'https://cp.example.com/a'}},"
+		"{'audience':'b','upstream':{'url':'https://CP.example.com:443/b'}}",
+		NPOFF) },
+	{ "shared upstream, each route with its own alias",
+	    POL(L_FWD, TOK,
+		"{'audience':'a','hosts':['a.internal'],"
+		"'upstream':{'url':'https://cp.example.com/a'}},"
+		"{'audience':'b','hosts':['b.internal'],"
+		"'upstream':{'url':'https://cp.example.com/b'}}",
+		NPOFF) },
 	{ "same upstream host on another port",
 	    POL(L_FWD, TOK,
 		"{'audience':'a','upstream':{'url':'https://cp.example.com/a'}},"
