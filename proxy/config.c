@@ -158,7 +158,8 @@ config_read_secret(const char *path, uid_t owner, unsigned char **out,
 		close(fd);
 		return -1;
 	}
-	if (st.st_uid != 0 && st.st_uid != owner && st.st_uid != geteuid()) {
+	if (owner != CONFIG_ANY_OWNER && st.st_uid != 0 && st.st_uid != owner &&
+	    st.st_uid != geteuid()) {
 		snprintf(why, whylen, "%s: owned by uid %u, not root or %u",
 		    path, (unsigned)st.st_uid, (unsigned)owner);
 		close(fd);
@@ -752,10 +753,32 @@ load_key(struct cfctx *cx, const char *jp, const cJSON *it, size_t i)
 			    secret);
 	} else if (load_pubkey(cx, jp, pub, &k->tk_pkey) == -1)
 		return -1;
-	if (unlink_after && unlink(tc->tc_key_files[i]) == -1)
-		return cf_err(cx, jp, "unlink_after_read: %s: %s",
-		    tc->tc_key_files[i], strerror(errno));
+	/* Removed by config_unlink_keys(), once "run" has it all loaded. */
+	tc->tc_key_fresh[i] = unlink_after;
 	return 0;
+}
+
+int
+config_unlink_keys(struct config *cf, char *why, size_t whylen)
+{
+	struct tokens_conf *tc = &cf->cf_tokens;
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < tc->tc_nkeys; i++) {
+		if (!tc->tc_key_unlink[i] || !tc->tc_key_fresh[i])
+			continue;
+		tc->tc_key_fresh[i] = 0;
+		if (unlink(tc->tc_key_files[i]) == -1 && errno != ENOENT &&
+		    rc == 0) {
+			snprintf(why, whylen,
+			    "%s: tokens.keys[%zu]: unlink_after_read: %s: %s",
+			    cf->cf_path, i, tc->tc_key_files[i],
+			    strerror(errno));
+			rc = -1;
+		}
+	}
+	return rc;
 }
 
 static int
@@ -800,6 +823,7 @@ load_tokens(struct cfctx *cx, const cJSON *root)
 	tc->tc_keys = xcalloc(tc->tc_nkeys, sizeof(*tc->tc_keys));
 	tc->tc_key_files = xcalloc(tc->tc_nkeys, sizeof(*tc->tc_key_files));
 	tc->tc_key_unlink = xcalloc(tc->tc_nkeys, sizeof(*tc->tc_key_unlink));
+	tc->tc_key_fresh = xcalloc(tc->tc_nkeys, sizeof(*tc->tc_key_fresh));
 	cJSON_ArrayForEach(it, arr) {
 		cf_idx(jp, sizeof(jp), "tokens.keys", i);
 		if (load_key(cx, jp, it, i) == -1)
@@ -1547,6 +1571,7 @@ config_unref(struct config *cf)
 	free(cf->cf_tokens.tc_keys);
 	free(cf->cf_tokens.tc_key_files);
 	free(cf->cf_tokens.tc_key_unlink);
+	free(cf->cf_tokens.tc_key_fresh);
 	free(cf->cf_tokens.tc_issuer);
 	free(cf->cf_tokens.tc_revoked_file);
 	strlist_free(cf->cf_revoked, cf->cf_nrevoked);

@@ -231,6 +231,7 @@ struct tokens_conf {
 	size_t tc_nkeys;
 	char **tc_key_files; /* per key, for "check" output */
 	int *tc_key_unlink;  /* per key: unlink_after_read */
+	int *tc_key_fresh;   /* per key: read from its file by this load */
 	char *tc_revoked_file;
 	struct token_rules tc_rules; /* views of the fields above */
 };
@@ -267,6 +268,13 @@ struct config {
  */
 struct config *config_load(const char *path, const struct config *prev,
     char *why, size_t whylen);
+/*
+ * Remove the files of the unlink_after_read keys this load read (only
+ * "sluice run", once the whole policy is loaded and in force). Returns
+ * 0, or -1 with why naming the first file that could not be removed
+ * (the others are still tried).
+ */
+int config_unlink_keys(struct config *, char *why, size_t whylen);
 struct config *config_ref(struct config *);
 /* Drop a reference; the last one wipes secrets and frees everything. */
 void config_unref(struct config *);
@@ -275,10 +283,13 @@ void config_print(const struct config *, FILE *);
 /* Find a route by audience, or NULL. */
 const struct route *config_route(const struct config *, const char *aud);
 /*
- * Read a file that holds a secret: it must be a regular file owned by root
- * or by owner and have no group/other permission bits. The bytes less one
- * trailing newline go to *out (malloc'd; the caller wipes and frees).
+ * Read a file that holds a secret: it must be a regular file owned by root,
+ * by owner or by the caller (any owner with CONFIG_ANY_OWNER: a file the
+ * caller could open) and have no group/other permission bits. The bytes
+ * less one trailing newline go to *out (malloc'd; the caller wipes and
+ * frees).
  */
+#define CONFIG_ANY_OWNER ((uid_t)-1)
 int config_read_secret(const char *path, uid_t owner, unsigned char **out,
     size_t *outlen, char *why, size_t whylen);
 

@@ -1524,11 +1524,14 @@ test_unlink_after_read(void **state)
 	    "'unlink_after_read':true}]},'routes':[" R_A "]," NPOFF "}";
 	struct config *c1, *c2, *c3, *c4;
 	const struct token_key *k;
-	char why[1024];
+	char why[1024], p[512];
 
 	(void)state;
 	puts_file("unl.key", UNL_SECRET "\n", 0600);
 	c1 = load_ok(hs);
+	/* Loading removes nothing: only "run" does, once it is all loaded. */
+	assert_true(exists("unl.key"));
+	assert_int_equal(config_unlink_keys(c1, why, sizeof(why)), 0);
 	assert_false(exists("unl.key"));
 	assert_int_equal(c1->cf_tokens.tc_key_unlink[0], 1);
 	k = &c1->cf_tokens.tc_keys[0];
@@ -1545,6 +1548,12 @@ test_unlink_after_read(void **state)
 	/* A copy, not a borrowed pointer: c1 may be freed first. */
 	assert_ptr_not_equal(k->tk_secret, c1->cf_tokens.tc_keys[0].tk_secret);
 	config_unref(c1);
+	/* A key taken from memory has no file of this load to remove. */
+	puts_file("unl.key", UNL_SECRET2, 0600);
+	assert_int_equal(config_unlink_keys(c2, why, sizeof(why)), 0);
+	assert_true(exists("unl.key"));
+	path_in(p, sizeof(p), "unl.key");
+	assert_int_equal(unlink(p), 0);
 	c3 = load_prev(hs, c2, why, sizeof(why));
 	if (c3 == NULL)
 		fail_msg("second reload refused: %s", why);
@@ -1564,6 +1573,8 @@ test_unlink_after_read(void **state)
 	c4 = load_prev(hs, c3, why, sizeof(why));
 	if (c4 == NULL)
 		fail_msg("reload with a new file refused: %s", why);
+	assert_true(exists("unl.key"));
+	assert_int_equal(config_unlink_keys(c4, why, sizeof(why)), 0);
 	assert_false(exists("unl.key"));
 	assert_int_equal(c4->cf_tokens.tc_keys[0].tk_secret_len,
 	    strlen(UNL_SECRET2));
@@ -1575,6 +1586,8 @@ test_unlink_after_read(void **state)
 	/* The same for an EdDSA public key. */
 	write_pem("unl.pub", ed_key, 0);
 	c1 = load_ok(ed);
+	assert_true(exists("unl.pub"));
+	assert_int_equal(config_unlink_keys(c1, why, sizeof(why)), 0);
 	assert_false(exists("unl.pub"));
 	c2 = load_prev(ed, c1, why, sizeof(why));
 	if (c2 == NULL)
@@ -1584,6 +1597,48 @@ test_unlink_after_read(void **state)
 	assert_int_equal(EVP_PKEY_eq(c2->cf_tokens.tc_keys[0].tk_pkey, ed_key),
 	    1);
 	config_unref(c2);
+}
+
+/*
+ * A policy that fails to load after its keys were read leaves every key
+ * file in place (the keys are the last part loaded: a bad revoked_file
+ * fails after them), and removal failures are reported, naming the key.
+ */
+static void
+test_unlink_only_when_loaded(void **state)
+{
+	static const char bad[] =
+	    "{'listeners':[" L_FWD "],'tokens':{'keys':["
+	    "{'alg':'HS256','secret_file':'@D/unl2.key',"
+	    "'unlink_after_read':true}],'revoked_file':'@D/nope.txt'},"
+	    "'routes':[" R_A "]," NPOFF "}";
+	static const char good[] =
+	    "{'listeners':[" L_FWD "],'tokens':{'keys':["
+	    "{'alg':'HS256','secret_file':'@D/unl3.key',"
+	    "'unlink_after_read':true}]},'routes':[" R_A "]," NPOFF "}";
+	struct config *cf;
+	char why[1024], d[512];
+
+	(void)state;
+	puts_file("unl2.key", UNL_SECRET, 0600);
+	cf = load(bad, why, sizeof(why));
+	assert_int_equal(check_refusal("bad revoked_file", cf, why,
+			     "tokens.revoked_file: ", "nope.txt"),
+	    0);
+	assert_true(exists("unl2.key"));
+
+	/* A path that cannot be unlinked (now a directory): say which. */
+	puts_file("unl3.key", UNL_SECRET, 0600);
+	cf = load_ok(good);
+	path_in(d, sizeof(d), "unl3.key");
+	assert_int_equal(unlink(d), 0);
+	assert_int_equal(mkdir(d, 0700), 0);
+	assert_int_equal(config_unlink_keys(cf, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "tokens.keys[0]: unlink_after_read: "));
+	assert_non_null(strstr(why, "/unl3.key"));
+	assert_true(exists("unl3.key"));
+	assert_int_equal(rmdir(d), 0);
+	config_unref(cf);
 }
 
 /* Without unlink_after_read a vanished file fails the reload. */
@@ -1801,6 +1856,7 @@ main(void)
 		cmocka_unit_test(test_secret_owner),
 		cmocka_unit_test(test_eddsa_key),
 		cmocka_unit_test(test_unlink_after_read),
+		cmocka_unit_test(test_unlink_only_when_loaded),
 		cmocka_unit_test(test_no_unlink_reload_needs_file),
 		cmocka_unit_test(test_print),
 	};
