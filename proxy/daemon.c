@@ -415,40 +415,46 @@ file_sha256(const char *path, unsigned char out[32])
 	return rc;
 }
 
+/*
+ * All or nothing: first prepare every part of the new policy (parse and
+ * read its files, check what a reload cannot change, attach upstreams,
+ * open a new audit path, render the kernel rules) while nothing in force
+ * changes; then commit. Applying the rules is the one commit step that
+ * can still be refused, so it goes first; what follows cannot fail.
+ */
 static void
 daemon_reload(void)
 {
 	unsigned char sha[32];
+	struct audit_next *an = NULL;
+	struct np_ruleset *rs = NULL;
 	struct config *n;
 	char why[1024];
 
 	if (d_draining)
 		return;
-	n = config_load(d_path, d_cf, why, sizeof(why));
-	if (n != NULL && reload_compatible(d_cf, n, why, sizeof(why)) == -1) {
-		config_unref(n);
-		n = NULL;
+	snprintf(why, sizeof(why), "%s: reload failed", d_path);
+	if ((n = config_load(d_path, d_cf, why, sizeof(why))) == NULL ||
+	    reload_compatible(d_cf, n, why, sizeof(why)) == -1)
+		goto refused;
+	if (upstream_attach(n) == -1) {
+		snprintf(why, sizeof(why), "%s: upstreams: out of memory",
+		    d_path);
+		goto refused;
 	}
-	if (n != NULL &&
-	    (upstream_attach(n) == -1 ||
-		audit_configure(d_audit, &n->cf_audit, why, sizeof(why)) ==
-		    -1)) {
-		config_unref(n);
-		n = NULL;
+	if (d_audit != NULL &&
+	    (an = audit_prepare(d_audit, &n->cf_audit, why, sizeof(why))) ==
+		NULL)
+		goto refused;
+	if (netguard_prepare(n, &rs, why, sizeof(why)) == -1)
+		goto refused;
+
+	/* Commit. netguard_commit() takes rs, applied or not. */
+	if (netguard_commit(n, rs, why, sizeof(why)) == -1) {
+		rs = NULL;
+		goto refused;
 	}
-	if (n != NULL && netguard_reload(n, why, sizeof(why)) == -1) {
-		config_unref(n);
-		n = NULL;
-	}
-	if (n == NULL) {
-		/* The old policy stays in force. */
-		d_reload_failures++;
-		log_warnx("reload refused: %s", why);
-		audit_policy_event(d_audit, "policy.reload_failed",
-		    file_sha256(d_path, sha) == 0 ? sha : NULL, why);
-		metrics_reload(0);
-		return;
-	}
+	audit_apply(d_audit, an);
 	if (dns_setup(n, why, sizeof(why)) == -1)
 		log_warnx("reload: %s (resolvers unchanged)", why);
 	config_unref(d_cf);
@@ -462,6 +468,18 @@ daemon_reload(void)
 	metrics_reload(1);
 	log_info("policy reloaded (generation %llu)",
 	    (unsigned long long)d_cf->cf_gen);
+	return;
+
+refused:
+	/* The old policy, audit settings and rules stay in force. */
+	audit_next_free(an);
+	np_ruleset_free(rs);
+	config_unref(n);
+	d_reload_failures++;
+	log_warnx("reload refused: %s", why);
+	audit_policy_event(d_audit, "policy.reload_failed",
+	    file_sha256(d_path, sha) == 0 ? sha : NULL, why);
+	metrics_reload(0);
 }
 
 void

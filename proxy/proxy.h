@@ -264,10 +264,17 @@ struct config {
  * Load and validate the policy at path. prev (may be NULL) is the running
  * policy: keys with unlink_after_read whose file is gone are taken from it.
  * Returns a policy with one reference, or NULL with why set to
- * "path: json.path: reason" (one line, no secret).
+ * "path: json.path: reason" (one line, no secret); running out of memory
+ * is such a refusal, never fatal (a reload must survive it). Nothing is
+ * unlinked here (config_unlink_keys()).
  */
 struct config *config_load(const char *path, const struct config *prev,
     char *why, size_t whylen);
+/*
+ * Tests only: when non-zero, the n-th allocation of each config_load()
+ * fails (as if out of memory), to reach every refusal path.
+ */
+extern unsigned long config_alloc_fail_at;
 /*
  * Remove the files of the unlink_after_read keys this load read (only
  * "sluice run", once the whole policy is loaded and in force). Returns
@@ -475,6 +482,17 @@ int audit_failed(const struct audit *);
  */
 int audit_configure(struct audit *, const struct audit_conf *, char *why,
     size_t whylen);
+/*
+ * audit_configure() in two steps, for an all-or-nothing reload: prepare
+ * checks the section and opens a new path (nothing of the audit changes;
+ * NULL with why on failure); apply takes it over and cannot fail; free
+ * drops a prepared one unused. Both consume nx.
+ */
+struct audit_next;
+struct audit_next *audit_prepare(struct audit *, const struct audit_conf *,
+    char *why, size_t whylen);
+void audit_apply(struct audit *, struct audit_next *nx);
+void audit_next_free(struct audit_next *nx);
 /* Start a line: ts, seq, event and (with chain) prev. */
 void audit_begin(struct audit *, const char *event);
 /* Add a string field; val holds len arbitrary bytes (escaped, capped). */
@@ -664,6 +682,16 @@ int netguard_start(struct event_base *base, const struct config *cf,
  * change at reload.
  */
 int netguard_reload(const struct config *cf, char *why, size_t whylen);
+/*
+ * netguard_reload() in two steps. prepare checks what a reload may not
+ * change and renders the ruleset (*rsp; NULL when netpolicy is off):
+ * nothing is applied. commit applies it (and frees it): the one step of a
+ * reload that can still fail, after which nothing else may.
+ */
+int netguard_prepare(const struct config *cf, struct np_ruleset **rsp,
+    char *why, size_t whylen);
+int netguard_commit(const struct config *cf, struct np_ruleset *rs,
+    char *why, size_t whylen);
 /*
  * A route's upstream resolved to addrs: allow sluice's uid to them on the
  * route's port for max(ttl, 60) seconds (sidecar mode; else a no-op).

@@ -187,6 +187,100 @@ class TestDaemonConfig(st.ProxyTestCase):
                 self.assertEqual(f.read(), "", "the ready file still "
                                  "names the dead pid")
 
+    # -- 7: an all-or-nothing reload ---------------------------------------
+
+    def nobody_dir(self):
+        """A directory sluice's user (nobody) may read and write: a reload
+        runs after the privilege drop."""
+        import pwd
+        import tempfile
+        pw = pwd.getpwnam("nobody")
+        d = tempfile.mkdtemp(prefix="sluicetest-dcfg-nobody-")
+        st.CLEANUP.push(shutil.rmtree, d, True)
+        os.chown(d, pw.pw_uid, pw.pw_gid)
+        return d, pw.pw_uid, pw.pw_gid
+
+    def audit_lines(self, path):
+        try:
+            with open(path, "rb") as f:
+                return [json.loads(x) for x in f.read().split(b"\n") if x]
+        except FileNotFoundError:
+            return []
+
+    def test_reload_refused_by_netpolicy_keeps_old_audit(self):
+        d, uid, gid = self.nobody_dir()
+
+        def own(path):
+            os.chown(path, uid, gid)
+            return path
+        key = own(shutil.copyfile(self.h.key_file, os.path.join(d, "k")))
+        os.chmod(key, 0o600)
+        ca = own(shutil.copyfile(self.h.ca.cert, os.path.join(d, "ca.pem")))
+        port = 9100 + next(_n)
+        doc = self.sidecar(self.doc("reload-np", port=port))
+        doc["tokens"]["keys"][0]["secret_file"] = key
+        doc["tokens"]["revoked_file"] = own(
+            shutil.copyfile(doc["tokens"]["revoked_file"],
+                            os.path.join(d, "revoked.txt")))
+        doc["routes"][0]["upstream"]["ca_file"] = ca
+        a_path = os.path.join(d, "audit-a.jsonl")
+        b_path = os.path.join(d, "audit-b.jsonl")
+        doc["audit"]["path"] = a_path
+        doc["netpolicy"].update({"table": "sluice_t48", "log_group": 48,
+                                 "flush_on_exit": True})
+        ppath = own(pol.write(os.path.join(d, "policy.json"), doc))
+        sl = st.Sluice(self.h.sbx, ppath, "sluice-reload-np", self.h.tmp)
+        sl.wait_ready()
+
+        def post():
+            with self.h.raw(port) as c:
+                return c.request(build_request(
+                    "POST", "/v1/messages", "127.0.0.1:%d" % port,
+                    ["Authorization: Bearer " + self.tok], b"{}"))
+
+        def requests_in(path):
+            return [e for e in self.audit_lines(path)
+                    if e.get("event") == "http.request"]
+        self.assertEqual(post().status, 200)
+        self.assertTrue(st.wait_until(lambda: requests_in(a_path), 5))
+
+        # A new audit path and fsync, and a table that cannot change at
+        # reload: the whole reload is refused, the audit part included.
+        bad = json.loads(json.dumps(doc))
+        bad["audit"].update({"path": b_path, "fsync": "always"})
+        bad["netpolicy"]["table"] = "sluice_t48b"
+        own(pol.write(ppath, bad))
+        sl.reload()
+        self.assertTrue(st.wait_until(
+            lambda: [e for e in self.audit_lines(a_path)
+                     if e.get("event") == "policy.reload_failed"], 5),
+            "no policy.reload_failed in the old audit log: %s" %
+            sl.stderr()[-1000:])
+        failed = [e for e in self.audit_lines(a_path)
+                  if e.get("event") == "policy.reload_failed"][-1]
+        self.assertIn("netpolicy", json.dumps(failed))
+        n = len(requests_in(a_path))
+        self.assertEqual(post().status, 200)
+        self.assertTrue(st.wait_until(lambda: len(requests_in(a_path)) > n,
+                                      5), "the old audit path stopped "
+                        "receiving lines")
+        self.assertEqual(self.audit_lines(b_path), [],
+                         "the refused reload's audit path got lines")
+
+        # The same audit change alone is taken, all of it.
+        good = json.loads(json.dumps(bad))
+        good["netpolicy"]["table"] = "sluice_t48"
+        own(pol.write(ppath, good))
+        sl.reload()
+        self.assertTrue(st.wait_until(
+            lambda: [e for e in self.audit_lines(b_path)
+                     if e.get("event") == "policy.reload"], 5),
+            "the good reload did not switch the audit log: %s" %
+            sl.stderr()[-1000:])
+        self.assertEqual(post().status, 200)
+        self.assertTrue(st.wait_until(lambda: requests_in(b_path), 5))
+        self.assertEqual(sl.stop(), 0, sl.stderr()[-1000:])
+
     # -- G: ports any uid may bind -----------------------------------------
 
     def test_unprivileged_port_warning(self):

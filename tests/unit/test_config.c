@@ -1641,6 +1641,76 @@ test_unlink_only_when_loaded(void **state)
 	config_unref(cf);
 }
 
+/*
+ * Running out of memory anywhere in config_load() is a refusal naming
+ * "out of memory", never the end of the process (a SIGHUP reload must
+ * survive it): the n-th allocation fails, for every n until the policy
+ * loads. Under ASan this also proves that no refusal path leaks.
+ */
+static void
+test_out_of_memory(void **state)
+{
+	static const char full[] =
+	    "{'listeners':["
+	    "{'name':'fwd','type':'forward','listen':'[::1]:3128'},"
+	    "{'type':'reverse','listen':'127.0.0.1:8080','route':'second'}],"
+	    "'tokens':{'issuer':'control-plane','keys':["
+	    "{'kid':'k1','alg':'HS256','secret_file':'@D/oom.key',"
+	    "'unlink_after_read':true},"
+	    "{'kid':'k2','alg':'EdDSA','public_key_file':'@D/ed.pub'}],"
+	    "'revoked_file':'@D/oom-revoked.txt'},"
+	    "'routes':["
+	    "{'audience':'first','hosts':['Model.Internal','198.18.0.9'],"
+	    "'methods':['POST','GET'],'path_prefixes':['/v1/messages','/v2/'],"
+	    "'upstream':{'url':'https://cp.example.com:8443/a/b',"
+	    "'pin_sha256':['AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA='],"
+	    "'headers':[{'name':'X-Cred','value_file':'@D/hdr.val'}]}},"
+	    "{'audience':'second','upstream':{'url':'http://198.18.0.1/',"
+	    "'allow_plaintext':true}}],"
+	    "'netpolicy':{'mode':'gateway','resolvers':['198.18.0.53']},"
+	    "'admin':{'socket':'/run/sluice/admin.sock'},"
+	    "'metrics':{'listen':'unix:/run/sluice/metrics.sock'},"
+	    "'state_dir':'/tmp/state','ready_file':'/tmp/ready',"
+	    "'user':'4321'}";
+	struct config *prev = NULL, *cf;
+	char why[1024], p[512];
+	unsigned long n;
+	int pass;
+
+	(void)state;
+	puts_file("oom.key", UNL_SECRET, 0600);
+	puts_file("oom-revoked.txt", "jti-1\njti-2\n", 0644);
+	/* Pass 0: a first load; pass 1: a reload, the key from memory. */
+	for (pass = 0; pass < 2; pass++) {
+		for (n = 1; n < 10000; n++) {
+			config_alloc_fail_at = n;
+			cf = load_prev(full, prev, why, sizeof(why));
+			config_alloc_fail_at = 0;
+			if (cf != NULL)
+				break;
+			if (strstr(why, "out of memory") == NULL)
+				fail_msg("pass %d, allocation %lu: %s", pass, n,
+				    why);
+		}
+		assert_non_null(cf);
+		/* Every load allocates: the loop reached some failures. */
+		assert_true(n > 20);
+		if (pass == 0) {
+			assert_int_equal(config_unlink_keys(cf, why,
+					     sizeof(why)),
+			    0);
+			prev = cf;
+		} else {
+			assert_memory_equal(cf->cf_tokens.tc_keys[0].tk_secret,
+			    UNL_SECRET, strlen(UNL_SECRET));
+			config_unref(cf);
+		}
+	}
+	config_unref(prev);
+	path_in(p, sizeof(p), "oom-revoked.txt");
+	(void)unlink(p);
+}
+
 /* Without unlink_after_read a vanished file fails the reload. */
 static void
 test_no_unlink_reload_needs_file(void **state)
@@ -1857,6 +1927,7 @@ main(void)
 		cmocka_unit_test(test_eddsa_key),
 		cmocka_unit_test(test_unlink_after_read),
 		cmocka_unit_test(test_unlink_only_when_loaded),
+		cmocka_unit_test(test_out_of_memory),
 		cmocka_unit_test(test_no_unlink_reload_needs_file),
 		cmocka_unit_test(test_print),
 	};
