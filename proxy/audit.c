@@ -1124,6 +1124,62 @@ fail:
 }
 
 /*
+ * Open and check the file a switch goes to (a partial last line is cut):
+ * nothing of a changes.
+ */
+static int
+audit_switch_open(const struct audit *a, const char *path, int *fdp,
+    struct audit_tail *t, char *why, size_t whylen)
+{
+	int fd;
+
+	if ((fd = audit_open_file(path, why, whylen)) == -1)
+		return -1;
+	if (audit_scan(fd, path, t, why, whylen) == -1) {
+		close(fd);
+		return -1;
+	}
+	if (t->at_has_last &&
+	    (t->at_seq != a->a_seq ||
+		memcmp(t->at_hash, a->a_hash, sizeof(t->at_hash)) != 0))
+		log_warnx("audit: %s ends with seq %" PRIu64 ", not with this "
+			  "chain's last line (seq %" PRIu64 "); the chain "
+			  "continues from memory and verify will show the seam",
+		    path, t->at_seq, a->a_seq);
+	if (t->at_keep < t->at_size &&
+	    audit_cut_partial(fd, path, t, why, whylen) == -1) {
+		close(fd);
+		return -1;
+	}
+	*fdp = fd;
+	return 0;
+}
+
+/* Go over to fd (from audit_switch_open()); cannot fail. */
+static void
+audit_switch_to(struct audit *a, const char *oldpath, int fd,
+    const struct audit_tail *t)
+{
+	char why[256];
+	int oldfd;
+
+	/* Lines still batched belong in the old file, before the head. */
+	(void)audit_flush(a);
+	(void)audit_write_head(a);
+	/* Pending bytes of the old file become durable before it is left. */
+	if (a->a_unsynced && fsync(a->a_fd) == -1)
+		log_warn("audit: fsync of %s", oldpath);
+	oldfd = a->a_fd;
+	a->a_fd = fd;
+	a->a_size = t->at_keep;
+	a->a_cut = -1;
+	a->a_unsynced = 0;
+	close(oldfd);
+	if (t->at_keep < t->at_size)
+		(void)audit_log_truncated(a, t, why, sizeof(why));
+}
+
+/*
  * Switch to the file at a->a_path, continuing the chain from memory. The
  * old file stays in use until the new one is ready.
  */
@@ -1131,40 +1187,14 @@ static int
 audit_switch(struct audit *a, const char *oldpath, char *why, size_t whylen)
 {
 	struct audit_tail t;
-	int fd, oldfd;
+	int fd;
 
-	/* Lines still batched belong in the old file, before the head. */
+	/* Flushed first: a reopen of the same file must see its last line. */
 	(void)audit_flush(a);
 	(void)audit_write_head(a);
-	if ((fd = audit_open_file(a->a_path, why, whylen)) == -1)
+	if (audit_switch_open(a, a->a_path, &fd, &t, why, whylen) == -1)
 		return -1;
-	if (audit_scan(fd, a->a_path, &t, why, whylen) == -1) {
-		close(fd);
-		return -1;
-	}
-	if (t.at_has_last &&
-	    (t.at_seq != a->a_seq ||
-		memcmp(t.at_hash, a->a_hash, sizeof(t.at_hash)) != 0))
-		log_warnx("audit: %s ends with seq %" PRIu64 ", not with this "
-			  "chain's last line (seq %" PRIu64 "); the chain "
-			  "continues from memory and verify will show the seam",
-		    a->a_path, t.at_seq, a->a_seq);
-	if (t.at_keep < t.at_size &&
-	    audit_cut_partial(fd, a->a_path, &t, why, whylen) == -1) {
-		close(fd);
-		return -1;
-	}
-	/* Pending bytes of the old file become durable before it is left. */
-	if (a->a_unsynced && fsync(a->a_fd) == -1)
-		log_warn("audit: fsync of %s", oldpath);
-	oldfd = a->a_fd;
-	a->a_fd = fd;
-	a->a_size = t.at_keep;
-	a->a_cut = -1;
-	a->a_unsynced = 0;
-	close(oldfd);
-	if (t.at_keep < t.at_size)
-		(void)audit_log_truncated(a, &t, why, whylen);
+	audit_switch_to(a, oldpath, fd, &t);
 	return 0;
 }
 
@@ -1183,39 +1213,99 @@ audit_reopen(struct audit *a)
 	return 0;
 }
 
+/* A reloaded audit section, ready to take over (audit_prepare()). */
+struct audit_next {
+	struct audit_conf an_conf; /* an_conf.ac_path: ours, or NULL */
+	int an_fd;                 /* the new path's file, or -1 */
+	struct audit_tail an_t;
+};
+
+struct audit_next *
+audit_prepare(struct audit *a, const struct audit_conf *ac, char *why,
+    size_t whylen)
+{
+	struct audit_next *nx;
+
+	if (ac->ac_path == NULL || ac->ac_path[0] == '\0') {
+		snprintf(why, whylen, "audit.path: empty");
+		return NULL;
+	}
+	if ((nx = calloc(1, sizeof(*nx))) == NULL) {
+		snprintf(why, whylen, "audit: out of memory");
+		return NULL;
+	}
+	nx->an_conf = *ac;
+	nx->an_conf.ac_path = NULL;
+	nx->an_fd = -1;
+	if (a == NULL ||
+	    (a->a_path != NULL && strcmp(ac->ac_path, a->a_path) == 0))
+		return nx;
+	/* A new path: open it now, so that the commit cannot fail. */
+	if ((nx->an_conf.ac_path = strdup(ac->ac_path)) == NULL) {
+		snprintf(why, whylen, "audit: out of memory");
+		free(nx);
+		return NULL;
+	}
+	(void)audit_flush(a);
+	if (audit_switch_open(a, nx->an_conf.ac_path, &nx->an_fd, &nx->an_t,
+		why, whylen) == -1) {
+		audit_next_free(nx);
+		return NULL;
+	}
+	return nx;
+}
+
+void
+audit_next_free(struct audit_next *nx)
+{
+	if (nx == NULL)
+		return;
+	if (nx->an_fd != -1)
+		close(nx->an_fd);
+	free(nx->an_conf.ac_path);
+	free(nx);
+}
+
+void
+audit_apply(struct audit *a, struct audit_next *nx)
+{
+	char *oldpath;
+
+	if (a == NULL) {
+		audit_next_free(nx);
+		return;
+	}
+	a->a_fsync = nx->an_conf.ac_fsync;
+	a->a_chain = nx->an_conf.ac_chain;
+	a->a_allow = nx->an_conf.ac_on_error_allow;
+	if (a->a_allow && a->a_failed) {
+		/* "allow" has no failed state. */
+		a->a_failed = 0;
+		metrics_audit_failed(0);
+	}
+	if (nx->an_conf.ac_path != NULL) {
+		oldpath = a->a_path;
+		a->a_path = nx->an_conf.ac_path;
+		nx->an_conf.ac_path = NULL;
+		audit_switch_to(a, oldpath != NULL ? oldpath : "?", nx->an_fd,
+		    &nx->an_t);
+		nx->an_fd = -1;
+		free(oldpath);
+	}
+	audit_next_free(nx);
+}
+
 int
 audit_configure(struct audit *a, const struct audit_conf *ac, char *why,
     size_t whylen)
 {
-	struct audit_conf old;
-	char *oldpath;
+	struct audit_next *nx;
 
 	if (a == NULL)
 		return 0;
-	if (ac->ac_path == NULL || a->a_path == NULL ||
-	    strcmp(ac->ac_path, a->a_path) == 0)
-		return audit_set_conf(a, ac, why, whylen);
-	/* A new path: open it first, and keep the old settings on failure. */
-	if ((oldpath = strdup(a->a_path)) == NULL) {
-		snprintf(why, whylen, "audit: out of memory");
+	if ((nx = audit_prepare(a, ac, why, whylen)) == NULL)
 		return -1;
-	}
-	old.ac_path = oldpath;
-	old.ac_fsync = a->a_fsync;
-	old.ac_chain = a->a_chain;
-	old.ac_on_error_allow = a->a_allow;
-	if (audit_set_conf(a, ac, why, whylen) == -1) {
-		free(oldpath);
-		return -1;
-	}
-	if (audit_switch(a, oldpath, why, whylen) == -1) {
-		char ignored[8];
-
-		(void)audit_set_conf(a, &old, ignored, sizeof(ignored));
-		free(oldpath);
-		return -1;
-	}
-	free(oldpath);
+	audit_apply(a, nx);
 	return 0;
 }
 

@@ -74,8 +74,9 @@ claim_arg_ok(const char *s)
 
 /*
  * Load the signing key. Both kinds are secrets and go through
- * config_read_secret() (regular file, ours or root's, no group/other
- * bits). Returns 0, or -1 after printing why.
+ * config_read_secret(): a regular file we could open, whoever owns it (a
+ * key owned by a service account may be used by root), with no
+ * group/other bits. Returns 0, or -1 after printing why.
  */
 static int
 mint_key(const char *file, enum token_alg alg, struct token_key *key)
@@ -85,8 +86,8 @@ mint_key(const char *file, enum token_alg alg, struct token_key *key)
 	char why[512];
 	BIO *bio;
 
-	if (config_read_secret(file, geteuid(), &buf, &len, why, sizeof(why)) ==
-	    -1) {
+	if (config_read_secret(file, CONFIG_ANY_OWNER, &buf, &len, why,
+		sizeof(why)) == -1) {
 		fprintf(stderr, "sluice: token mint: --key: %s\n", why);
 		return -1;
 	}

@@ -66,23 +66,39 @@ cf_err(struct cfctx *cx, const char *jp, const char *fmt, ...)
 	return -1;
 }
 
-static char *
-xstrdup(const char *s)
-{
-	char *p;
+/*
+ * Allocation never ends the process: a reload (SIGHUP, admin "reload")
+ * that runs out of memory is refused like any other bad policy. Both
+ * return NULL after cf_err(), with jp naming what was being loaded.
+ */
+unsigned long config_alloc_fail_at;
+static unsigned long config_allocs;
 
-	if ((p = strdup(s)) == NULL)
-		fatal("strdup");
+/* The unit tests' failure injection: the config_alloc_fail_at-th fails. */
+static int
+cf_alloc_fails(void)
+{
+	return config_alloc_fail_at != 0 &&
+	    ++config_allocs == config_alloc_fail_at;
+}
+
+static char *
+cf_strdup(struct cfctx *cx, const char *jp, const char *s)
+{
+	char *p = NULL;
+
+	if (cf_alloc_fails() || (p = strdup(s)) == NULL)
+		cf_err(cx, jp, "out of memory");
 	return p;
 }
 
 static void *
-xcalloc(size_t n, size_t size)
+cf_calloc(struct cfctx *cx, const char *jp, size_t n, size_t size)
 {
-	void *p;
+	void *p = NULL;
 
-	if ((p = calloc(n == 0 ? 1 : n, size)) == NULL)
-		fatal("calloc");
+	if (cf_alloc_fails() || (p = calloc(n == 0 ? 1 : n, size)) == NULL)
+		cf_err(cx, jp, "out of memory");
 	return p;
 }
 
@@ -109,7 +125,11 @@ read_file(const char *path, int fd, unsigned char **out, size_t *outlen,
 		    CONFIG_MAX_FILE);
 		return -1;
 	}
-	buf = xcalloc((size_t)st.st_size + 1, 1);
+	if (cf_alloc_fails() ||
+	    (buf = calloc((size_t)st.st_size + 1, 1)) == NULL) {
+		snprintf(why, whylen, "%s: out of memory", path);
+		return -1;
+	}
 	while (off < (size_t)st.st_size) {
 		n = read(fd, buf + off, (size_t)st.st_size - off);
 		if (n == -1 && errno == EINTR)
@@ -158,7 +178,8 @@ config_read_secret(const char *path, uid_t owner, unsigned char **out,
 		close(fd);
 		return -1;
 	}
-	if (st.st_uid != 0 && st.st_uid != owner && st.st_uid != geteuid()) {
+	if (owner != CONFIG_ANY_OWNER && st.st_uid != 0 && st.st_uid != owner &&
+	    st.st_uid != geteuid()) {
 		snprintf(why, whylen, "%s: owned by uid %u, not root or %u",
 		    path, (unsigned)st.st_uid, (unsigned)owner);
 		close(fd);
@@ -302,7 +323,8 @@ cf_strlist(struct cfctx *cx, const char *jp, const cJSON *obj, const char *key,
 	count = (size_t)cJSON_GetArraySize(v);
 	if (count > CONFIG_MAX_LIST)
 		return cf_err(cx, sub, "more than %d entries", CONFIG_MAX_LIST);
-	list = xcalloc(count + 1, sizeof(*list));
+	if ((list = cf_calloc(cx, sub, count + 1, sizeof(*list))) == NULL)
+		return -1;
 	cJSON_ArrayForEach(it, v) {
 		cf_idx(el, sizeof(el), sub, i);
 		if (!cJSON_IsString(it) || it->valuestring[0] == '\0') {
@@ -311,7 +333,9 @@ cf_strlist(struct cfctx *cx, const char *jp, const cJSON *obj, const char *key,
 		}
 		if (check != NULL && check(cx, el, it->valuestring) == -1)
 			goto fail;
-		list[i++] = xstrdup(it->valuestring);
+		if ((list[i] = cf_strdup(cx, el, it->valuestring)) == NULL)
+			goto fail;
+		i++;
 	}
 	*out = list;
 	*n = count;
@@ -531,7 +555,8 @@ load_user(struct cfctx *cx, const cJSON *root)
 		return -1;
 	if (user == NULL)
 		return 0;
-	cf->cf_user = xstrdup(user);
+	if ((cf->cf_user = cf_strdup(cx, "user", user)) == NULL)
+		return -1;
 	if ((pw = getpwnam(user)) != NULL) {
 		cf->cf_uid = pw->pw_uid;
 		cf->cf_gid = pw->pw_gid;
@@ -566,9 +591,11 @@ load_listeners(struct cfctx *cx, const cJSON *root)
 		return cf_err(cx, "listeners", "must be a non-empty array");
 	if (cJSON_GetArraySize(arr) > 64)
 		return cf_err(cx, "listeners", "more than 64 listeners");
+	if ((cf->cf_listeners = cf_calloc(cx, "listeners",
+		 (size_t)cJSON_GetArraySize(arr), sizeof(*cf->cf_listeners))) ==
+	    NULL)
+		return -1;
 	cf->cf_nlisteners = (size_t)cJSON_GetArraySize(arr);
-	cf->cf_listeners =
-	    xcalloc(cf->cf_nlisteners, sizeof(*cf->cf_listeners));
 	cJSON_ArrayForEach(it, arr) {
 		struct listener_conf *lc = &cf->cf_listeners[i];
 		const char *name = NULL, *type = NULL, *listen = NULL;
@@ -666,8 +693,11 @@ load_pubkey(struct cfctx *cx, const char *jp, const char *file, EVP_PKEY **out)
 		return cf_err(cx, jp, "public_key_file: %s", why);
 	}
 	close(fd);
-	if ((bio = BIO_new_mem_buf(buf, (int)len)) == NULL)
-		fatalx("BIO_new_mem_buf");
+	if ((bio = BIO_new_mem_buf(buf, (int)len)) == NULL) {
+		free(buf);
+		return cf_err(cx, jp, "public_key_file: %s: out of memory",
+		    file);
+	}
 	pk = PEM_read_bio_PUBKEY(bio, NULL, NULL, NULL);
 	BIO_free(bio);
 	free(buf);
@@ -722,7 +752,9 @@ load_key(struct cfctx *cx, const char *jp, const cJSON *it, size_t i)
 			    "an EdDSA key takes \"public_key_file\" (and no secret_file)");
 	} else
 		return cf_err(cx, jp, "alg: \"%s\" is not HS256 or EdDSA", alg);
-	tc->tc_key_files[i] = xstrdup(secret != NULL ? secret : pub);
+	if ((tc->tc_key_files[i] =
+		    cf_strdup(cx, jp, secret != NULL ? secret : pub)) == NULL)
+		return -1;
 	tc->tc_key_unlink[i] = unlink_after;
 
 	/* A key read and unlinked by an earlier load stays in memory. */
@@ -731,7 +763,9 @@ load_key(struct cfctx *cx, const char *jp, const cJSON *it, size_t i)
 	    (old = prev_key(cx->prev, tc->tc_key_files[i], &oldidx)) != NULL &&
 	    old->tk_alg == k->tk_alg) {
 		if (old->tk_secret != NULL) {
-			k->tk_secret = xcalloc(old->tk_secret_len, 1);
+			if ((k->tk_secret = cf_calloc(cx, jp,
+				 old->tk_secret_len, 1)) == NULL)
+				return -1;
 			memcpy(k->tk_secret, old->tk_secret,
 			    old->tk_secret_len);
 			k->tk_secret_len = old->tk_secret_len;
@@ -752,10 +786,32 @@ load_key(struct cfctx *cx, const char *jp, const cJSON *it, size_t i)
 			    secret);
 	} else if (load_pubkey(cx, jp, pub, &k->tk_pkey) == -1)
 		return -1;
-	if (unlink_after && unlink(tc->tc_key_files[i]) == -1)
-		return cf_err(cx, jp, "unlink_after_read: %s: %s",
-		    tc->tc_key_files[i], strerror(errno));
+	/* Removed by config_unlink_keys(), once "run" has it all loaded. */
+	tc->tc_key_fresh[i] = unlink_after;
 	return 0;
+}
+
+int
+config_unlink_keys(struct config *cf, char *why, size_t whylen)
+{
+	struct tokens_conf *tc = &cf->cf_tokens;
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < tc->tc_nkeys; i++) {
+		if (!tc->tc_key_unlink[i] || !tc->tc_key_fresh[i])
+			continue;
+		tc->tc_key_fresh[i] = 0;
+		if (unlink(tc->tc_key_files[i]) == -1 && errno != ENOENT &&
+		    rc == 0) {
+			snprintf(why, whylen,
+			    "%s: tokens.keys[%zu]: unlink_after_read: %s: %s",
+			    cf->cf_path, i, tc->tc_key_files[i],
+			    strerror(errno));
+			rc = -1;
+		}
+	}
+	return rc;
 }
 
 static int
@@ -782,7 +838,9 @@ load_tokens(struct cfctx *cx, const cJSON *root)
 	if (issuer != NULL && strlen(issuer) > TOKEN_MAX_STR)
 		return cf_err(cx, "tokens.issuer", "longer than %d bytes",
 		    TOKEN_MAX_STR);
-	tc->tc_issuer = issuer != NULL ? xstrdup(issuer) : NULL;
+	if (issuer != NULL &&
+	    (tc->tc_issuer = cf_strdup(cx, "tokens.issuer", issuer)) == NULL)
+		return -1;
 	tc->tc_leeway_s = (int64_t)leeway;
 	tc->tc_max_ttl_s = (int64_t)ttl;
 	tc->tc_rules.issuer = tc->tc_issuer;
@@ -796,10 +854,17 @@ load_tokens(struct cfctx *cx, const cJSON *root)
 		return cf_err(cx, "tokens.keys", "must be a non-empty array");
 	if (cJSON_GetArraySize(arr) > 32)
 		return cf_err(cx, "tokens.keys", "more than 32 keys");
-	tc->tc_nkeys = (size_t)cJSON_GetArraySize(arr);
-	tc->tc_keys = xcalloc(tc->tc_nkeys, sizeof(*tc->tc_keys));
-	tc->tc_key_files = xcalloc(tc->tc_nkeys, sizeof(*tc->tc_key_files));
-	tc->tc_key_unlink = xcalloc(tc->tc_nkeys, sizeof(*tc->tc_key_unlink));
+	j = (size_t)cJSON_GetArraySize(arr);
+	if ((tc->tc_keys = cf_calloc(cx, "tokens.keys", j,
+		 sizeof(*tc->tc_keys))) == NULL ||
+	    (tc->tc_key_files = cf_calloc(cx, "tokens.keys", j,
+		 sizeof(*tc->tc_key_files))) == NULL ||
+	    (tc->tc_key_unlink = cf_calloc(cx, "tokens.keys", j,
+		 sizeof(*tc->tc_key_unlink))) == NULL ||
+	    (tc->tc_key_fresh = cf_calloc(cx, "tokens.keys", j,
+		 sizeof(*tc->tc_key_fresh))) == NULL)
+		return -1;
+	tc->tc_nkeys = j;
 	cJSON_ArrayForEach(it, arr) {
 		cf_idx(jp, sizeof(jp), "tokens.keys", i);
 		if (load_key(cx, jp, it, i) == -1)
@@ -816,7 +881,9 @@ load_tokens(struct cfctx *cx, const cJSON *root)
 		i++;
 	}
 	if (revoked != NULL) {
-		tc->tc_revoked_file = xstrdup(revoked);
+		if ((tc->tc_revoked_file = cf_strdup(cx, "tokens.revoked_file",
+			 revoked)) == NULL)
+			return -1;
 		if (revocations_read_file(revoked, &cx->cf->cf_revoked,
 			&cx->cf->cf_nrevoked, why, sizeof(why)) == -1)
 			return cf_err(cx, "tokens.revoked_file", "%s", why);
@@ -845,8 +912,11 @@ load_headers(struct cfctx *cx, const char *jp, const cJSON *up,
 		return cf_err(cx, sub, "must be an array");
 	if (cJSON_GetArraySize(arr) > 32)
 		return cf_err(cx, sub, "more than 32 headers");
+	if ((uc->uc_headers = cf_calloc(cx, sub,
+		 (size_t)cJSON_GetArraySize(arr), sizeof(*uc->uc_headers))) ==
+	    NULL)
+		return -1;
 	uc->uc_nheaders = (size_t)cJSON_GetArraySize(arr);
-	uc->uc_headers = xcalloc(uc->uc_nheaders, sizeof(*uc->uc_headers));
 	cJSON_ArrayForEach(it, arr) {
 		struct upstream_header *uh = &uc->uc_headers[i];
 		const char *name = NULL, *file = NULL, *p;
@@ -869,8 +939,9 @@ load_headers(struct cfctx *cx, const char *jp, const cJSON *up,
 			if (strcasecmp(uc->uc_headers[j].uh_name, name) == 0)
 				return cf_err(cx, el,
 				    "name: %s is already configured", name);
-		uh->uh_name = xstrdup(name);
-		uh->uh_file = xstrdup(file);
+		if ((uh->uh_name = cf_strdup(cx, el, name)) == NULL ||
+		    (uh->uh_file = cf_strdup(cx, el, file)) == NULL)
+			return -1;
 		if (config_read_secret(file, cx->cf->cf_uid, &uh->uh_value,
 			&uh->uh_value_len, why, sizeof(why)) == -1)
 			return cf_err(cx, el, "value_file: %s", why);
@@ -912,7 +983,8 @@ load_upstream(struct cfctx *cx, const char *rjp, const cJSON *r,
 		-1)
 		return -1;
 	cf_sub(sub, sizeof(sub), jp, "url");
-	uc->uc_url = xstrdup(url);
+	if ((uc->uc_url = cf_strdup(cx, sub, url)) == NULL)
+		return -1;
 	memset(&u, 0, sizeof(u));
 	if (uri_parse_target(url, strlen(url), 0, &u, &uwhy) == -1 ||
 	    u.form != URI_ABSOLUTE)
@@ -924,7 +996,8 @@ load_upstream(struct cfctx *cx, const char *rjp, const cJSON *r,
 		return cf_err(cx, sub,
 		    "scheme must be https (or set allow_plaintext)");
 	uc->uc_https = u.https;
-	uc->uc_host = xcalloc(u.host_len + 1, 1);
+	if ((uc->uc_host = cf_calloc(cx, sub, u.host_len + 1, 1)) == NULL)
+		return -1;
 	memcpy(uc->uc_host, u.host, u.host_len);
 	lower(uc->uc_host);
 	uc->uc_host_is_ip = u.host_type != URI_HOST_NAME;
@@ -938,8 +1011,9 @@ load_upstream(struct cfctx *cx, const char *rjp, const cJSON *r,
 		snprintf(auth, sizeof(auth), "%s%s%s",
 		    u.host_type == URI_HOST_V6 ? "[" : "", uc->uc_host,
 		    u.host_type == URI_HOST_V6 ? "]" : "");
-	uc->uc_authority = xstrdup(auth);
-	uc->uc_path = xcalloc(u.path_len + 1, 1);
+	if ((uc->uc_authority = cf_strdup(cx, sub, auth)) == NULL ||
+	    (uc->uc_path = cf_calloc(cx, sub, u.path_len + 1, 1)) == NULL)
+		return -1;
 	memcpy(uc->uc_path, u.path, u.path_len);
 	while (strlen(uc->uc_path) > 0 &&
 	    uc->uc_path[strlen(uc->uc_path) - 1] == '/')
@@ -961,7 +1035,11 @@ load_upstream(struct cfctx *cx, const char *rjp, const cJSON *r,
 
 	if (cf_strlist(cx, jp, up, "pin_sha256", &pins, &npins, NULL) == -1)
 		return -1;
-	uc->uc_pins = xcalloc(npins, sizeof(*uc->uc_pins));
+	if ((uc->uc_pins = cf_calloc(cx, jp, npins, sizeof(*uc->uc_pins))) ==
+	    NULL) {
+		strlist_free(pins, npins);
+		return -1;
+	}
 	uc->uc_npins = npins;
 	for (i = 0; i < npins; i++) {
 		char el[160];
@@ -978,8 +1056,8 @@ load_upstream(struct cfctx *cx, const char *rjp, const cJSON *r,
 	if (!uc->uc_https && (npins > 0 || ca != NULL))
 		return cf_err(cx, jp,
 		    "ca_file and pin_sha256 need an https URL");
-	if (ca != NULL)
-		uc->uc_ca_file = xstrdup(ca);
+	if (ca != NULL && (uc->uc_ca_file = cf_strdup(cx, jp, ca)) == NULL)
+		return -1;
 	if (uc->uc_https) {
 		uc->uc_ssl_ctx = certs_client_ctx(ca, why, sizeof(why));
 		if (uc->uc_ssl_ctx == NULL) {
@@ -1016,7 +1094,8 @@ load_route(struct cfctx *cx, const char *jp, const cJSON *it, struct route *rt)
 		if ((unsigned char)*p <= 0x20 || *p == 0x7f)
 			return cf_err(cx, jp,
 			    "audience: no spaces or control characters");
-	rt->rt_audience = xstrdup(aud);
+	if ((rt->rt_audience = cf_strdup(cx, jp, aud)) == NULL)
+		return -1;
 	if (cf_strlist(cx, jp, it, "hosts", &rt->rt_hosts, &rt->rt_nhosts,
 		check_host) == -1 ||
 	    cf_strlist(cx, jp, it, "methods", &rt->rt_methods, &rt->rt_nmethods,
@@ -1026,13 +1105,17 @@ load_route(struct cfctx *cx, const char *jp, const cJSON *it, struct route *rt)
 		return -1;
 	/* Defaults: the model APIs are POST, and every path is allowed. */
 	if (rt->rt_methods == NULL) {
-		rt->rt_methods = xcalloc(2, sizeof(char *));
-		rt->rt_methods[0] = xstrdup("POST");
+		if ((rt->rt_methods = cf_calloc(cx, jp, 2, sizeof(char *))) ==
+			NULL ||
+		    (rt->rt_methods[0] = cf_strdup(cx, jp, "POST")) == NULL)
+			return -1;
 		rt->rt_nmethods = 1;
 	}
 	if (rt->rt_prefixes == NULL) {
-		rt->rt_prefixes = xcalloc(2, sizeof(char *));
-		rt->rt_prefixes[0] = xstrdup("/");
+		if ((rt->rt_prefixes = cf_calloc(cx, jp, 2, sizeof(char *))) ==
+			NULL ||
+		    (rt->rt_prefixes[0] = cf_strdup(cx, jp, "/")) == NULL)
+			return -1;
 		rt->rt_nprefixes = 1;
 	}
 	if (rt->rt_nmethods == 0)
@@ -1074,8 +1157,9 @@ in_list(char *const *list, size_t n, const char *s)
 
 /*
  * A forward request selects its route by host (DESIGN.md "Requests and
- * routing"), so no host may select two routes: aliases match a host name
- * on any port, the upstream host only on its own port.
+ * routing"). Routes may share an upstream (the token's audience picks
+ * among them), but an alias in hosts selects exactly one route: it may be
+ * neither another route's alias nor another route's upstream host.
  */
 static int
 route_overlap(struct cfctx *cx, const char *jp, const struct route *rt,
@@ -1089,12 +1173,10 @@ route_overlap(struct cfctx *cx, const char *jp, const struct route *rt,
 			return cf_err(cx, jp,
 			    "hosts[%zu]: \"%s\" also selects routes[%zu]", h,
 			    rt->rt_hosts[h], oidx);
-	if (in_list(o->rt_hosts, o->rt_nhosts, rt->rt_up.uc_host) ||
-	    (strcmp(rt->rt_up.uc_host, o->rt_up.uc_host) == 0 &&
-		rt->rt_up.uc_port == o->rt_up.uc_port))
+	if (in_list(o->rt_hosts, o->rt_nhosts, rt->rt_up.uc_host))
 		return cf_err(cx, jp,
-		    "upstream.url: %s:%u also selects routes[%zu]",
-		    rt->rt_up.uc_host, rt->rt_up.uc_port, oidx);
+		    "upstream.url: %s is listed in routes[%zu].hosts",
+		    rt->rt_up.uc_host, oidx);
 	return 0;
 }
 
@@ -1113,8 +1195,11 @@ load_routes(struct cfctx *cx, const cJSON *root)
 		return cf_err(cx, "routes", "must be a non-empty array");
 	if (cJSON_GetArraySize(arr) > 256)
 		return cf_err(cx, "routes", "more than 256 routes");
+	if ((cf->cf_routes = cf_calloc(cx, "routes",
+		 (size_t)cJSON_GetArraySize(arr), sizeof(*cf->cf_routes))) ==
+	    NULL)
+		return -1;
 	cf->cf_nroutes = (size_t)cJSON_GetArraySize(arr);
-	cf->cf_routes = xcalloc(cf->cf_nroutes, sizeof(*cf->cf_routes));
 	cJSON_ArrayForEach(it, arr) {
 		struct route *rt = &cf->cf_routes[i];
 
@@ -1208,7 +1293,8 @@ load_audit(struct cfctx *cx, const cJSON *root)
 		return -1;
 	if (path[0] != '/')
 		return cf_err(cx, "audit.path", "must be an absolute path");
-	ac->ac_path = xstrdup(path);
+	if ((ac->ac_path = cf_strdup(cx, "audit.path", path)) == NULL)
+		return -1;
 	if (fs == NULL || strcmp(fs, "interval") == 0)
 		ac->ac_fsync = AUDIT_FSYNC_INTERVAL;
 	else if (strcmp(fs, "always") == 0)
@@ -1276,8 +1362,11 @@ load_netpolicy(struct cfctx *cx, const cJSON *root)
 	snprintf(np->np_table, sizeof(np->np_table), "%s", table);
 	np->np_log_group = (uint16_t)group;
 	if (np->np_ifaces == NULL) {
-		np->np_ifaces = xcalloc(2, sizeof(char *));
-		np->np_ifaces[0] = xstrdup("sbx-*");
+		if ((np->np_ifaces = cf_calloc(cx, "netpolicy", 2,
+			 sizeof(char *))) == NULL ||
+		    (np->np_ifaces[0] = cf_strdup(cx, "netpolicy", "sbx-*")) ==
+			NULL)
+			return -1;
 		np->np_nifaces = 1;
 	}
 	if (has_dup(np->np_resolvers, np->np_nresolvers, &dup))
@@ -1334,7 +1423,9 @@ load_misc(struct cfctx *cx, const cJSON *root)
 			    "must be an absolute path");
 		if (strlen(sock) >= sizeof(((struct sockaddr_un *)0)->sun_path))
 			return cf_err(cx, "admin.socket", "path too long");
-		cf->cf_admin_socket = xstrdup(sock);
+		if ((cf->cf_admin_socket =
+			    cf_strdup(cx, "admin.socket", sock)) == NULL)
+			return -1;
 	}
 	if (listen != NULL) {
 		struct sockaddr_storage ss;
@@ -1348,16 +1439,21 @@ load_misc(struct cfctx *cx, const cJSON *root)
 			return cf_err(cx, "metrics.listen",
 			    "\"%s\" is not IP:PORT, [IPv6]:PORT or unix:/path",
 			    listen);
-		cf->cf_metrics_listen = xstrdup(listen);
+		if ((cf->cf_metrics_listen =
+			    cf_strdup(cx, "metrics.listen", listen)) == NULL)
+			return -1;
 	}
 	if (sd[0] != '/')
 		return cf_err(cx, "state_dir", "must be an absolute path");
-	cf->cf_state_dir = xstrdup(sd);
+	if ((cf->cf_state_dir = cf_strdup(cx, "state_dir", sd)) == NULL)
+		return -1;
 	if (ready != NULL) {
 		if (ready[0] != '/')
 			return cf_err(cx, "ready_file",
 			    "must be an absolute path");
-		cf->cf_ready_file = xstrdup(ready);
+		if ((cf->cf_ready_file = cf_strdup(cx, "ready_file", ready)) ==
+		    NULL)
+			return -1;
 	}
 	return 0;
 }
@@ -1440,6 +1536,7 @@ config_load(const char *path, const struct config *prev, char *why,
 	const char *end = NULL;
 	int fd;
 
+	config_allocs = 0;
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
 		snprintf(why, whylen, "%s: %s", path, strerror(errno));
 		return NULL;
@@ -1470,11 +1567,19 @@ config_load(const char *path, const struct config *prev, char *why,
 		free(buf);
 		return NULL;
 	}
-	cx.cf = xcalloc(1, sizeof(*cx.cf));
+	if ((cx.cf = cf_calloc(&cx, "", 1, sizeof(*cx.cf))) == NULL) {
+		cJSON_Delete(root);
+		free(buf);
+		return NULL;
+	}
 	cx.cf->cf_refs = 1;
-	cx.cf->cf_path = xstrdup(path);
 	SHA256(buf, len, cx.cf->cf_sha256);
 	free(buf);
+	if ((cx.cf->cf_path = cf_strdup(&cx, "", path)) == NULL) {
+		cJSON_Delete(root);
+		config_unref(cx.cf);
+		return NULL;
+	}
 
 	if (cf_keys(&cx, "", root, keys) == -1 || load_user(&cx, root) == -1 ||
 	    load_listeners(&cx, root) == -1 || load_limits(&cx, root) == -1 ||
@@ -1555,6 +1660,7 @@ config_unref(struct config *cf)
 	free(cf->cf_tokens.tc_keys);
 	free(cf->cf_tokens.tc_key_files);
 	free(cf->cf_tokens.tc_key_unlink);
+	free(cf->cf_tokens.tc_key_fresh);
 	free(cf->cf_tokens.tc_issuer);
 	free(cf->cf_tokens.tc_revoked_file);
 	strlist_free(cf->cf_revoked, cf->cf_nrevoked);

@@ -11,6 +11,9 @@
 
 #include <linux/capability.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -118,6 +121,64 @@ daemon_status(struct evbuffer *out)
 	    (unsigned long long)misses);
 }
 
+#define UNPRIV_PORT_START "/proc/sys/net/ipv4/ip_unprivileged_port_start"
+
+/*
+ * Sidecar mode: the sandbox shares our namespace, so a listener on a port
+ * any uid may bind can be taken over while sluice is down (after a crash)
+ * and receive what clients send there. Warn, one line per listener, with
+ * the namespace's own boundary (this process's network namespace: for
+ * "run --netns", the target one).
+ */
+static void
+warn_unprivileged_ports(const struct config *cf)
+{
+	char buf[32], *end;
+	unsigned long start = 1024; /* fixed before the sysctl existed */
+	size_t i;
+	ssize_t n;
+	int fd;
+
+	if (cf->cf_np.np_mode != NETPOLICY_SIDECAR)
+		return;
+	if ((fd = open(UNPRIV_PORT_START, O_RDONLY | O_CLOEXEC)) != -1) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n > 0) {
+			buf[n] = '\0';
+			errno = 0;
+			start = strtoul(buf, &end, 10);
+			if (errno != 0 || end == buf)
+				start = 1024;
+		}
+	} else if (errno != ENOENT)
+		fprintf(stderr, "sluice: warning: %s: %s (taking 1024)\n",
+		    UNPRIV_PORT_START, strerror(errno));
+	for (i = 0; i < cf->cf_nlisteners; i++) {
+		const struct listener_conf *lc = &cf->cf_listeners[i];
+		const struct sockaddr_storage *ss = &lc->lc_addr;
+		unsigned port;
+
+		if (ss->ss_family == AF_INET)
+			port =
+			    ntohs(((const struct sockaddr_in *)ss)->sin_port);
+		else if (ss->ss_family == AF_INET6)
+			port =
+			    ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+		else
+			continue;
+		if (port < start)
+			continue;
+		fprintf(stderr,
+		    "sluice: warning: listeners[%zu] \"%s\": port %u is at or "
+		    "above net.ipv4.ip_unprivileged_port_start (%lu): any uid "
+		    "here may bind it while sluice is down; use a port below "
+		    "%lu\n",
+		    i, lc->lc_name, port, start, start);
+	}
+	fflush(stderr);
+}
+
 static int
 usage_error(const char *cmd, const char *msg)
 {
@@ -150,6 +211,7 @@ cmd_check(int argc, char **argv)
 		fprintf(stderr, "%s\n", why);
 		return SL_EXIT_INVALID;
 	}
+	warn_unprivileged_ports(cf);
 	config_print(cf, stdout);
 	config_unref(cf);
 	return SL_EXIT_OK;
@@ -331,50 +393,71 @@ file_sha256(const char *path, unsigned char out[32])
 	return rc;
 }
 
+/*
+ * All or nothing: first prepare every part of the new policy (parse and
+ * read its files, check what a reload cannot change, attach upstreams,
+ * open a new audit path, render the kernel rules) while nothing in force
+ * changes; then commit. Applying the rules is the one commit step that
+ * can still be refused, so it goes first; what follows cannot fail.
+ */
 static void
 daemon_reload(void)
 {
 	unsigned char sha[32];
+	struct audit_next *an = NULL;
+	struct np_ruleset *rs = NULL;
 	struct config *n;
 	char why[1024];
 
 	if (d_draining)
 		return;
-	n = config_load(d_path, d_cf, why, sizeof(why));
-	if (n != NULL && reload_compatible(d_cf, n, why, sizeof(why)) == -1) {
-		config_unref(n);
-		n = NULL;
+	snprintf(why, sizeof(why), "%s: reload failed", d_path);
+	if ((n = config_load(d_path, d_cf, why, sizeof(why))) == NULL ||
+	    reload_compatible(d_cf, n, why, sizeof(why)) == -1)
+		goto refused;
+	if (upstream_attach(n) == -1) {
+		snprintf(why, sizeof(why), "%s: upstreams: out of memory",
+		    d_path);
+		goto refused;
 	}
-	if (n != NULL &&
-	    (upstream_attach(n) == -1 ||
-		audit_configure(d_audit, &n->cf_audit, why, sizeof(why)) ==
-		    -1)) {
-		config_unref(n);
-		n = NULL;
+	if (d_audit != NULL &&
+	    (an = audit_prepare(d_audit, &n->cf_audit, why, sizeof(why))) ==
+		NULL)
+		goto refused;
+	if (netguard_prepare(n, &rs, why, sizeof(why)) == -1)
+		goto refused;
+
+	/* Commit. netguard_commit() takes rs, applied or not. */
+	if (netguard_commit(n, rs, why, sizeof(why)) == -1) {
+		rs = NULL;
+		goto refused;
 	}
-	if (n != NULL && netguard_reload(n, why, sizeof(why)) == -1) {
-		config_unref(n);
-		n = NULL;
-	}
-	if (n == NULL) {
-		/* The old policy stays in force. */
-		d_reload_failures++;
-		log_warnx("reload refused: %s", why);
-		audit_policy_event(d_audit, "policy.reload_failed",
-		    file_sha256(d_path, sha) == 0 ? sha : NULL, why);
-		metrics_reload(0);
-		return;
-	}
+	audit_apply(d_audit, an);
 	if (dns_setup(n, why, sizeof(why)) == -1)
 		log_warnx("reload: %s (resolvers unchanged)", why);
 	config_unref(d_cf);
 	d_cf = n;
 	d_reloads++;
+	/* In force: only now may a newly read key's file go. */
+	if (config_unlink_keys(d_cf, why, sizeof(why)) == -1)
+		log_warnx("reload: %s", why);
 	metrics_configure(d_cf);
 	audit_policy_event(d_audit, "policy.reload", d_cf->cf_sha256, NULL);
 	metrics_reload(1);
 	log_info("policy reloaded (generation %llu)",
 	    (unsigned long long)d_cf->cf_gen);
+	return;
+
+refused:
+	/* The old policy, audit settings and rules stay in force. */
+	audit_next_free(an);
+	np_ruleset_free(rs);
+	config_unref(n);
+	d_reload_failures++;
+	log_warnx("reload refused: %s", why);
+	audit_policy_event(d_audit, "policy.reload_failed",
+	    file_sha256(d_path, sha) == 0 ? sha : NULL, why);
+	metrics_reload(0);
 }
 
 void
@@ -511,7 +594,55 @@ warn_unreadable_after_drop(const struct config *cf)
 		}
 }
 
-/* Open the ready file now (privileged); its pid is written when ready. */
+/*
+ * The ready file: opened (privileged) before the drop, the pid written
+ * when ready, and removed on every exit that runs atexit handlers (a
+ * drained SIGTERM/SIGINT, a fatal error after it was opened), so that a
+ * supervisor never reads a dead pid. The descriptor stays open: after
+ * the drop the directory may not let us unlink, and then the file is
+ * emptied instead.
+ */
+static int d_ready_fd = -1;
+static char *d_ready_path;
+
+/* Whether the open ready file still holds what we wrote (or nothing). */
+static int
+ready_content_ours(void)
+{
+	char buf[32], want[32];
+	ssize_t n;
+	int wn;
+
+	n = pread(d_ready_fd, buf, sizeof(buf) - 1, 0);
+	if (n < 0)
+		return 0;
+	buf[n] = '\0';
+	wn = snprintf(want, sizeof(want), "%ld\n", (long)getpid());
+	/* Empty: opened by us, the pid not written yet. */
+	return n == 0 || (n == wn && strcmp(buf, want) == 0);
+}
+
+static void
+ready_remove(void)
+{
+	struct stat a, b;
+
+	if (d_ready_fd == -1)
+		return;
+	/* Another sluice may have opened the same file since: leave it. */
+	if (ready_content_ours() && fstat(d_ready_fd, &a) == 0) {
+		if (lstat(d_ready_path, &b) == 0) {
+			if (a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
+			    unlink(d_ready_path) == -1 &&
+			    ftruncate(d_ready_fd, 0) == -1)
+				log_warn("ready_file: %s", d_ready_path);
+		} else if (errno != ENOENT && ftruncate(d_ready_fd, 0) == -1)
+			log_warn("ready_file: %s", d_ready_path);
+	}
+	close(d_ready_fd);
+	d_ready_fd = -1;
+}
+
 static int
 ready_open(const struct config *cf, char *why, size_t whylen)
 {
@@ -520,10 +651,20 @@ ready_open(const struct config *cf, char *why, size_t whylen)
 	if (cf->cf_ready_file == NULL)
 		return -1;
 	fd = open(cf->cf_ready_file,
-	    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (fd == -1)
+	    O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd == -1) {
 		snprintf(why, whylen, "ready_file: %s: %s", cf->cf_ready_file,
 		    strerror(errno));
+		return -1;
+	}
+	if ((d_ready_path = strdup(cf->cf_ready_file)) == NULL ||
+	    atexit(ready_remove) != 0) {
+		snprintf(why, whylen, "ready_file: out of memory");
+		(void)unlink(cf->cf_ready_file);
+		close(fd);
+		return -1;
+	}
+	d_ready_fd = fd;
 	return fd;
 }
 
@@ -582,7 +723,7 @@ write_ready(int fd)
 	n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
 	if (write(fd, buf, (size_t)n) != n)
 		log_warn("ready_file");
-	close(fd);
+	/* Kept open for ready_remove(). */
 }
 
 int
@@ -617,6 +758,7 @@ cmd_run(int argc, char **argv)
 		fprintf(stderr, "%s\n", why);
 		return SL_EXIT_INVALID;
 	}
+	warn_unprivileged_ports(d_cf);
 	if ((d_base = event_base_new()) == NULL || resolve_init(d_base) == -1)
 		fatalx("cannot create the event loop");
 	if (upstream_init(d_base, why, sizeof(why)) == -1 ||
@@ -672,6 +814,16 @@ cmd_run(int argc, char **argv)
 		log_warnx("metrics.listen: %s", why);
 		return SL_EXIT_RUNTIME;
 	}
+	/*
+	 * The policy is loaded and everything it names is open: the key
+	 * files marked unlink_after_read go now, while we may still remove
+	 * them (before the privilege drop), and never earlier (a start that
+	 * fails must leave them for the next one).
+	 */
+	if (config_unlink_keys(d_cf, why, sizeof(why)) == -1) {
+		log_warnx("%s", why);
+		return SL_EXIT_RUNTIME;
+	}
 	ready_fd = -1;
 	if (d_cf->cf_ready_file != NULL &&
 	    (ready_fd = ready_open(d_cf, why, sizeof(why))) == -1) {
@@ -704,6 +856,8 @@ cmd_run(int argc, char **argv)
 	/* 5. Ready. */
 	write_ready(ready_fd);
 	event_base_dispatch(d_base);
+	/* No longer serving: a supervisor must not find our pid now. */
+	ready_remove();
 
 	audit_begin(d_audit, "daemon.stop");
 	audit_add_int(d_audit, "pid", (int64_t)getpid());

@@ -551,12 +551,10 @@ ng_dyn_retain(const struct config *cf)
 }
 
 int
-netguard_reload(const struct config *cf, char *why, size_t whylen)
+netguard_prepare(const struct config *cf, struct np_ruleset **rsp, char *why,
+    size_t whylen)
 {
-	struct np_ruleset *rs;
-	struct ng_diff_ctx dc;
-	size_t n;
-
+	*rsp = NULL;
 	if (!ng.enabled) {
 		if (cf->cf_np.np_mode != NETPOLICY_OFF &&
 		    ng.mode == NETPOLICY_OFF) {
@@ -578,16 +576,34 @@ netguard_reload(const struct config *cf, char *why, size_t whylen)
 		    "sluice");
 		return -1;
 	}
-	if ((rs = netguard_ruleset(cf, why, whylen)) == NULL)
+	if ((*rsp = netguard_ruleset(cf, why, whylen)) == NULL)
 		return -1;
+	return 0;
+}
+
+int
+netguard_commit(const struct config *cf, struct np_ruleset *rs, char *why,
+    size_t whylen)
+{
+	static struct ng_dyn saved[NG_DYN_MAX];
+	struct ng_diff_ctx dc;
+	size_t n, nsaved;
+
+	if (rs == NULL)
+		return 0;
 	/*
 	 * Verify at reload, against the rules in force until now: drift
 	 * since the last check is recorded before the new apply repairs it.
 	 */
 	if ((n = ng_verify(&dc)) > 0)
 		ng_audit_np("netpolicy.verify_failed", dc.first, n);
+	/* A refused apply leaves the old rules, and their elements, alone. */
+	nsaved = ng.ndyn;
+	memcpy(saved, ng.dyn, nsaved * sizeof(saved[0]));
 	ng_dyn_retain(cf);
 	if (ng_apply(rs, why, whylen) == -1) {
+		memcpy(ng.dyn, saved, nsaved * sizeof(saved[0]));
+		ng.ndyn = nsaved;
 		np_ruleset_free(rs);
 		return -1;
 	}
@@ -598,6 +614,16 @@ netguard_reload(const struct config *cf, char *why, size_t whylen)
 	/* The apply was acknowledged; read it back all the same. */
 	ng_verify_and_repair();
 	return 0;
+}
+
+int
+netguard_reload(const struct config *cf, char *why, size_t whylen)
+{
+	struct np_ruleset *rs;
+
+	if (netguard_prepare(cf, &rs, why, whylen) == -1)
+		return -1;
+	return netguard_commit(cf, rs, why, whylen);
 }
 
 void

@@ -33,36 +33,97 @@ host_eq(const char *a, size_t alen, const char *b, size_t blen)
 	return uri_host_eq(a, alen, b, blen);
 }
 
+/*
+ * The upstream's own host selects its route: on any port for an
+ * absolute-form request (sluice connects to the configured upstream, not
+ * to what the client wrote), on the upstream's port for a CONNECT.
+ */
+static int
+upstream_selects(const struct route *rt, const struct uri *u, int connect)
+{
+	const struct upstream_conf *uc = &rt->rt_up;
+
+	return host_eq(u->host, u->host_len, uc->uc_host,
+		   strlen(uc->uc_host)) &&
+	    (!connect || u->port == uc->uc_port);
+}
+
+/* An alias in hosts selects its route on any port, never for CONNECT. */
+static int
+alias_selects(const struct route *rt, const struct uri *u, int connect)
+{
+	size_t h;
+
+	/*
+	 * Aliases name the route, not a destination: sluice always connects
+	 * to the upstream, so the port the client wrote does not matter. A
+	 * tunnel would reach the upstream under a name its certificate does
+	 * not carry, so CONNECT takes none.
+	 */
+	if (connect)
+		return 0;
+	for (h = 0; h < rt->rt_nhosts; h++)
+		if (host_eq(u->host, u->host_len, rt->rt_hosts[h],
+			strlen(rt->rt_hosts[h])))
+			return 1;
+	return 0;
+}
+
 const struct route *
 policy_route_for(const struct config *cf, const struct uri *u, int connect)
 {
-	size_t i, h;
+	size_t i;
 
 	if (u == NULL || u->host == NULL)
 		return NULL;
 	for (i = 0; i < cf->cf_nroutes; i++) {
 		const struct route *rt = &cf->cf_routes[i];
-		const struct upstream_conf *uc = &rt->rt_up;
 
-		/* The upstream itself, on its own port. */
-		if (host_eq(u->host, u->host_len, uc->uc_host,
-			strlen(uc->uc_host)) &&
-		    u->port == uc->uc_port)
+		if (upstream_selects(rt, u, connect) ||
+		    alias_selects(rt, u, connect))
 			return rt;
-		/*
-		 * Aliases name the route, not a destination: sluice always
-		 * connects to the upstream, so the port the client wrote does
-		 * not matter. A tunnel would reach the upstream under a name
-		 * its certificate does not carry, so CONNECT takes none.
-		 */
-		if (connect)
-			continue;
-		for (h = 0; h < rt->rt_nhosts; h++)
-			if (host_eq(u->host, u->host_len, rt->rt_hosts[h],
-				strlen(rt->rt_hosts[h])))
-				return rt;
 	}
 	return NULL;
+}
+
+/*
+ * Routes may share an upstream (config.c keeps hosts unique, so an alias
+ * selects one route). Among the routes the target's upstream host
+ * selects, starting at first, the first (in policy order) whose audience
+ * the token carries. Claims that fail for another reason than the
+ * audience fail the same way on every route: that reason comes first.
+ * *rtp is NULL when no route of the group takes the token.
+ */
+static enum reason
+pick_shared(const struct config *cf, const struct req_view *v,
+    const struct route *first, int64_t now, const struct route **rtp)
+{
+	const struct uri *u = v->rv_uri;
+	size_t i = (size_t)(first - cf->cf_routes);
+	enum reason r, wrong = REASON_TOKEN_WRONG_AUDIENCE;
+	size_t n = 0;
+
+	*rtp = first;
+	if (!upstream_selects(first, u, v->rv_connect))
+		return token_check_claims(v->rv_claims, &cf->cf_tokens.tc_rules,
+		    first->rt_audience, now);
+	for (; i < cf->cf_nroutes; i++) {
+		const struct route *rt = &cf->cf_routes[i];
+
+		if (!upstream_selects(rt, u, v->rv_connect))
+			continue;
+		n++;
+		r = token_check_claims(v->rv_claims, &cf->cf_tokens.tc_rules,
+		    rt->rt_audience, now);
+		if (r != wrong) {
+			*rtp = rt;
+			return r;
+		}
+	}
+	/* One route: it is the one refused; several: none of them is. */
+	if (n > 1)
+		*rtp = NULL;
+	return wrong;
 }
 
 uint64_t
@@ -140,10 +201,13 @@ policy_decide(const struct config *cf, const struct req_view *v, int64_t now,
 	}
 	if (rt == NULL)
 		return out->de_reason = REASON_ROUTE_NOT_FOUND;
-	out->de_route = rt;
 
-	r = token_check_claims(v->rv_claims, &cf->cf_tokens.tc_rules,
-	    rt->rt_audience, now);
+	if (v->rv_listener->lc_type == LISTENER_REVERSE)
+		r = token_check_claims(v->rv_claims, &cf->cf_tokens.tc_rules,
+		    rt->rt_audience, now);
+	else
+		r = pick_shared(cf, v, rt, now, &rt);
+	out->de_route = rt;
 	if (r != REASON_OK)
 		return out->de_reason = r;
 	if (v->rv_revoked)
@@ -215,6 +279,7 @@ private_v6(const uint8_t *a)
 	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff,
 		0xff };
 	static const uint8_t nat64[12] = { 0x00, 0x64, 0xff, 0x9b };
+	static const uint8_t nat64l[6] = { 0x00, 0x64, 0xff, 0x9b, 0x00, 0x01 };
 	static const uint8_t zero[16];
 
 	if (memcmp(a, zero, 16) == 0) /* ::/128 */
@@ -227,9 +292,27 @@ private_v6(const uint8_t *a)
 		return 1;
 	if (a[0] == 0xff) /* ff00::/8 */
 		return 1;
-	/* IPv4 inside IPv6 is judged as the IPv4 address it carries. */
-	if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0)
+	/*
+	 * IPv4 inside IPv6 is judged as the IPv4 address it carries:
+	 * ::ffff:0:0/96, 64:ff9b::/96 and the deprecated IPv4-compatible
+	 * ::/96 (whose ::/128 and ::1/128 fall in 0.0.0.0/8 too).
+	 */
+	if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0 ||
+	    memcmp(a, zero, 12) == 0)
 		return private_v4(be32(a + 12));
+	/*
+	 * The local-use NAT64 prefix 64:ff9b:1::/48 (RFC 8215) in the /48
+	 * layout of RFC 6052 section 2.2: the IPv4 address is bits 48..63
+	 * and 72..87, around the u-octet (bits 64..71), which must be zero.
+	 * An address with a non-zero u-octet is no translation of anything:
+	 * refused. Every address of 64:ff9b:1::/96 reads as 0.0.0.0/8 here
+	 * and is refused too, whatever the NAT64's prefix length.
+	 */
+	if (memcmp(a, nat64l, 6) == 0) {
+		uint8_t v4[4] = { a[6], a[7], a[9], a[10] };
+
+		return a[8] != 0 || private_v4(be32(v4));
+	}
 	if (a[0] == 0x20 && a[1] == 0x02) /* 2002::/16 (6to4) */
 		return private_v4(be32(a + 2));
 	return 0;

@@ -281,6 +281,7 @@ struct tokens_conf {
 	size_t tc_nkeys;
 	char **tc_key_files; /* per key, for "check" output */
 	int *tc_key_unlink;  /* per key: unlink_after_read */
+	int *tc_key_fresh;   /* per key: read from its file by this load */
 	char *tc_revoked_file;
 	struct token_rules tc_rules; /* views of the fields above */
 };
@@ -313,10 +314,24 @@ struct config {
  * Load and validate the policy at path. prev (may be NULL) is the running
  * policy: keys with unlink_after_read whose file is gone are taken from it.
  * Returns a policy with one reference, or NULL with why set to
- * "path: json.path: reason" (one line, no secret).
+ * "path: json.path: reason" (one line, no secret); running out of memory
+ * is such a refusal, never fatal (a reload must survive it). Nothing is
+ * unlinked here (config_unlink_keys()).
  */
 struct config *config_load(const char *path, const struct config *prev,
     char *why, size_t whylen);
+/*
+ * Tests only: when non-zero, the n-th allocation of each config_load()
+ * fails (as if out of memory), to reach every refusal path.
+ */
+extern unsigned long config_alloc_fail_at;
+/*
+ * Remove the files of the unlink_after_read keys this load read (only
+ * "sluice run", once the whole policy is loaded and in force). Returns
+ * 0, or -1 with why naming the first file that could not be removed
+ * (the others are still tried).
+ */
+int config_unlink_keys(struct config *, char *why, size_t whylen);
 struct config *config_ref(struct config *);
 /* Drop a reference; the last one wipes secrets and frees everything. */
 void config_unref(struct config *);
@@ -325,10 +340,13 @@ void config_print(const struct config *, FILE *);
 /* Find a route by audience, or NULL. */
 const struct route *config_route(const struct config *, const char *aud);
 /*
- * Read a file that holds a secret: it must be a regular file owned by root
- * or by owner and have no group/other permission bits. The bytes less one
- * trailing newline go to *out (malloc'd; the caller wipes and frees).
+ * Read a file that holds a secret: it must be a regular file owned by root,
+ * by owner or by the caller (any owner with CONFIG_ANY_OWNER: a file the
+ * caller could open) and have no group/other permission bits. The bytes
+ * less one trailing newline go to *out (malloc'd; the caller wipes and
+ * frees).
  */
+#define CONFIG_ANY_OWNER ((uid_t)-1)
 int config_read_secret(const char *path, uid_t owner, unsigned char **out,
     size_t *outlen, char *why, size_t whylen);
 
@@ -363,18 +381,20 @@ struct decision {
 enum reason policy_decide(const struct config *cf, const struct req_view *v,
     int64_t now, struct decision *out);
 /*
- * The route a forward request's target selects, or NULL: CONNECT needs the
- * upstream's host and port; an absolute-form request matches a route's
- * hosts by name (any port) or its upstream host on the upstream's port
- * (the explicit port, else the scheme's default).
+ * The first route (in policy order) a forward request's target selects,
+ * or NULL: CONNECT needs the upstream's host and port; an absolute-form
+ * request matches a route's hosts or its upstream host by name, on any
+ * port. Routes may share an upstream: policy_decide() picks among them by
+ * the token's audience.
  */
 const struct route *
 policy_route_for(const struct config *cf, const struct uri *u, int connect);
 /* Budget limit for a token on a route: min of claim and route, 0 = none. */
 uint64_t policy_budget_limit(const struct route *, const struct token_claims *);
 /*
- * Non-zero when the address is in DESIGN.md's "private" list (IPv4, IPv6,
- * and IPv4 embedded in ::ffff:0:0/96, 64:ff9b::/96 and 2002::/16).
+ * Non-zero when the address is in the "private" list (IPv4, IPv6, and
+ * IPv4 embedded in ::ffff:0:0/96, 64:ff9b::/96, 64:ff9b:1::/48, ::/96 and
+ * 2002::/16).
  */
 int policy_addr_private(const struct sockaddr *sa);
 /*
@@ -512,6 +532,17 @@ int audit_failed(const struct audit *);
  */
 int audit_configure(struct audit *, const struct audit_conf *, char *why,
     size_t whylen);
+/*
+ * audit_configure() in two steps, for an all-or-nothing reload: prepare
+ * checks the section and opens a new path (nothing of the audit changes;
+ * NULL with why on failure); apply takes it over and cannot fail; free
+ * drops a prepared one unused. Both consume nx.
+ */
+struct audit_next;
+struct audit_next *audit_prepare(struct audit *, const struct audit_conf *,
+    char *why, size_t whylen);
+void audit_apply(struct audit *, struct audit_next *nx);
+void audit_next_free(struct audit_next *nx);
 /* Start a line: ts, seq, event and (with chain) prev. */
 void audit_begin(struct audit *, const char *event);
 /* Add a string field; val holds len arbitrary bytes (escaped, capped). */
@@ -749,6 +780,16 @@ int netguard_start(struct event_base *base, const struct config *cf,
  * change at reload.
  */
 int netguard_reload(const struct config *cf, char *why, size_t whylen);
+/*
+ * netguard_reload() in two steps. prepare checks what a reload may not
+ * change and renders the ruleset (*rsp; NULL when netpolicy is off):
+ * nothing is applied. commit applies it (and frees it): the one step of a
+ * reload that can still fail, after which nothing else may.
+ */
+int netguard_prepare(const struct config *cf, struct np_ruleset **rsp,
+    char *why, size_t whylen);
+int netguard_commit(const struct config *cf, struct np_ruleset *rs,
+    char *why, size_t whylen);
 /*
  * A route's upstream resolved to addrs: allow sluice's uid to them on the
  * route's port for max(ttl, 60) seconds (sidecar mode; else a no-op).

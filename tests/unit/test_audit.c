@@ -855,6 +855,58 @@ test_configure(void **state)
 	assert_int_equal(run_verify(files, 2, NULL, NULL), 0);
 }
 
+/*
+ * The two steps of a reload: a prepared section that is dropped (the
+ * reload was refused later) changes nothing, neither the file nor the
+ * settings; an applied one takes over.
+ */
+static void
+test_prepare_apply(void **state)
+{
+	struct fixture *fx = *state;
+	struct audit *a = open_audit(fx);
+	struct audit_conf ac = fx->ac;
+	struct audit_next *nx;
+	char other[256], why[256] = "";
+	struct lines l;
+	cJSON *j;
+
+	write_events(a, 1, "http.request");
+	snprintf(other, sizeof(other), "%s/next.jsonl", fx->dir);
+	ac.ac_path = other;
+	ac.ac_chain = 0;
+	nx = audit_prepare(a, &ac, why, sizeof(why));
+	assert_non_null(nx);
+	audit_next_free(nx);
+	write_events(a, 1, "http.request");
+	read_lines(other, &l);
+	assert_int_equal(l.n, 0);
+	free(l.buf);
+	read_lines(fx->path, &l);
+	assert_int_equal(l.n, 2);
+	/* Still chained: the dropped section's chain:false never applied. */
+	j = parse_line(&l, 1);
+	assert_non_null(jstr(j, "prev"));
+	cJSON_Delete(j);
+	free(l.buf);
+
+	nx = audit_prepare(a, &ac, why, sizeof(why));
+	assert_non_null(nx);
+	audit_apply(a, nx);
+	write_events(a, 1, "http.request");
+	audit_close(a);
+	read_lines(other, &l);
+	assert_int_equal(l.n, 1);
+	j = parse_line(&l, 0);
+	assert_null(cJSON_GetObjectItemCaseSensitive(j, "prev"));
+	cJSON_Delete(j);
+	free(l.buf);
+	/* An empty path is refused at prepare. */
+	other[0] = '\0';
+	assert_null(audit_prepare(NULL, &ac, why, sizeof(why)));
+	assert_non_null(strstr(why, "audit.path"));
+}
+
 /* The fd the writer holds for path (found through /proc/self/fd). */
 static int
 find_fd(const char *path)
@@ -1286,6 +1338,8 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_rotation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_configure, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_prepare_apply, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_failed_state_deny, setup,
 		    teardown),

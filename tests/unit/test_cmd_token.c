@@ -337,6 +337,84 @@ test_usage_and_key_errors(void **state)
 	    1);
 }
 
+/*
+ * --key takes any regular file we can read that has no group/other bits,
+ * whoever owns it: root minting with a service account's 0600 key.
+ */
+static void
+test_mint_key_any_owner(void **state)
+{
+	char tok[TOKEN_MAX_LEN + 2], out[8192];
+
+	(void)state;
+	if (geteuid() != 0)
+		skip(); /* only root can give a file away */
+	assert_int_equal(chown(path_hs, 4242, 4242), 0);
+	assert_int_equal(run(tok, sizeof(tok), NULL, S("mint"), S("--key"),
+			     path_hs, S("--alg"), S("HS256"), S("--kid"),
+			     S("k1"), S("--aud"), S("model-proxy"), S("--sub"),
+			     S("run-1"), S("--ttl"), S("600"), S("--iss"),
+			     S("cp"), NULL),
+	    0);
+	assert_int_equal(chown(path_hs, 0, 0), 0);
+	assert_int_equal(run(out, sizeof(out), NULL, S("verify"), S("-c"),
+			     path_policy, tok, NULL),
+	    0);
+	/* Group/other bits are still refused, whoever owns the file. */
+	assert_int_equal(chown(path_ed, 4242, 4242), 0);
+	assert_int_equal(chmod(path_ed, 0640), 0);
+	assert_int_equal(run(out, sizeof(out), NULL, S("mint"), S("--key"),
+			     path_ed, S("--alg"), S("EdDSA"), S("--aud"),
+			     S("a"), S("--sub"), S("s"), S("--ttl"), S("10"),
+			     NULL),
+	    1);
+	assert_int_equal(chmod(path_ed, 0600), 0);
+	assert_int_equal(run(out, sizeof(out), NULL, S("mint"), S("--key"),
+			     path_ed, S("--alg"), S("EdDSA"), S("--kid"),
+			     S("k2"), S("--aud"), S("a"), S("--sub"), S("s"),
+			     S("--ttl"), S("10"), NULL),
+	    0);
+	assert_int_equal(chown(path_ed, 0, 0), 0);
+}
+
+/* "token verify" reads unlink_after_read keys but never removes them. */
+static void
+test_verify_keeps_unlink_keys(void **state)
+{
+	char tok[TOKEN_MAX_LEN + 2], out[8192], pol[300], key[300], doc[2048];
+	struct stat st;
+
+	(void)state;
+	snprintf(pol, sizeof(pol), "%s/unlink-policy.json", dir);
+	snprintf(key, sizeof(key), "%s/unlink.key", dir);
+	write_file(key, "cmd-token-test-secret-0123456789abcdef\n", 0600);
+	snprintf(doc, sizeof(doc),
+	    "{\"listeners\":[{\"type\":\"forward\","
+	    "\"listen\":\"127.0.0.1:3128\"}],"
+	    "\"tokens\":{\"keys\":[{\"alg\":\"HS256\",\"secret_file\":"
+	    "\"%s\",\"unlink_after_read\":true}]},"
+	    "\"routes\":[{\"audience\":\"a\",\"upstream\":{\"url\":"
+	    "\"http://198.18.0.10/\",\"allow_plaintext\":true}}],"
+	    "\"netpolicy\":{\"mode\":\"off\"},\"state_dir\":\"%s\"}",
+	    key, dir);
+	write_file(pol, doc, 0644);
+	assert_int_equal(run(tok, sizeof(tok), NULL, S("mint"), S("--key"), key,
+			     S("--alg"), S("HS256"), S("--aud"), S("a"),
+			     S("--sub"), S("s"), S("--ttl"), S("60"), NULL),
+	    0);
+	assert_int_equal(run(out, sizeof(out), NULL, S("verify"), S("-c"), pol,
+			     tok, NULL),
+	    0);
+	assert_int_equal(stat(key, &st), 0);
+	/* Nor does a verify that fails. */
+	assert_int_equal(run(out, sizeof(out), NULL, S("verify"), S("-c"), pol,
+			     S("a.b.c"), NULL),
+	    1);
+	assert_int_equal(stat(key, &st), 0);
+	unlink(key);
+	unlink(pol);
+}
+
 int
 main(void)
 {
@@ -344,6 +422,8 @@ main(void)
 		cmocka_unit_test(test_mint_verify_hs256),
 		cmocka_unit_test(test_mint_verify_eddsa),
 		cmocka_unit_test(test_usage_and_key_errors),
+		cmocka_unit_test(test_mint_key_any_owner),
+		cmocka_unit_test(test_verify_keeps_unlink_keys),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -821,6 +821,12 @@ static const struct err_row err_rows[] = {
 	{ "IPv4-mapped private literal",
 	    UPSTREAM("'url':'https://[::ffff:192.168.1.1]/'"),
 	    "routes[0].upstream.url: ", "private" },
+	{ "IPv4-compatible metadata literal",
+	    UPSTREAM("'url':'https://[::a9fe:a9fe]/'"),
+	    "routes[0].upstream.url: ", "private" },
+	{ "local-use NAT64 metadata literal",
+	    UPSTREAM("'url':'https://[64:ff9b:1:a9fe:a9:fe00::]/'"),
+	    "routes[0].upstream.url: ", "private" },
 	{ "ca_file with http", UPSTREAM(PLAIN ",'ca_file':'@D/ed.pub'"),
 	    "routes[0].upstream: ", "https" },
 	{ "missing ca_file",
@@ -932,7 +938,10 @@ static const struct err_row err_rows[] = {
 		R_A, NPOFF),
 	    "tokens.revoked_file: ", "@D/nope.txt" },
 
-	/* Routes: one host may select only one route. */
+	/*
+	 * Routes: an alias selects only one route (routes may share an
+	 * upstream: the token's audience picks among them).
+	 */
 	{ "duplicate audience",
 	    POL(L_FWD, TOK,
 		R_A ",{'audience':'a','upstream':{'url':'http://198.18.0.3/',"
@@ -963,12 +972,21 @@ static const struct err_row err_rows[] = {
 		"{'audience':'b','upstream':{'url':'https://cp.example.com/'}}",
 		NPOFF),
 	    "routes[1]: upstream.url: ", "routes[0]" },
-	{ "upstream host:port shared by two routes",
+	{ "upstream named by an earlier route's hosts",
+	    POL(L_FWD, TOK,
+		"{'audience':'a','upstream':{'url':'https://cp.example.com/'}},"
+		"{'audience':'b','hosts':['x.internal'],'upstream':{'url':"
+		"'http://198.18.0.2/','allow_plaintext':true}},"
+		"{'audience':'c','upstream':{'url':'https://X.Internal/'}}",
+		NPOFF),
+	    "routes[2]: upstream.url: ", "routes[1].hosts" },
+	{ "alias naming a shared upstream",
 	    POL(L_FWD, TOK,
 		"{'audience':'a','upstream':{'url':'https://cp.example.com/a'}},"
-		"{'audience':'b','upstream':{'url':'https://CP.example.com:443/b'}}",
+		"{'audience':'b','hosts':['cp.example.com'],"
+		"'upstream':{'url':'https://cp.example.com/b'}}",
 		NPOFF),
-	    "routes[1]: upstream.url: ", "routes[0]" },
+	    "routes[1]: hosts[0]: ", "routes[0]" },
 	{ "IPv6 host naming another route's IPv6 upstream",
 	    POL(L_FWD, TOK,
 		"{'audience':'a','upstream':{'url':'https://[2001:2::1]/'}},"
@@ -1149,6 +1167,18 @@ static const struct {
 	    UPSTREAM("'url':'https://[2001:2::1]:8443/'") },
 	{ "private literal with allow_private",
 	    UPSTREAM("'url':'https://10.0.0.1/','allow_private':true") },
+	{ "upstream host:port shared by two routes",
+	    POL(L_FWD, TOK,
+		"{'audience':'a','upstream':{'url':'https://cp.example.com/a'}},"
+		"{'audience':'b','upstream':{'url':'https://CP.example.com:443/b'}}",
+		NPOFF) },
+	{ "shared upstream, each route with its own alias",
+	    POL(L_FWD, TOK,
+		"{'audience':'a','hosts':['a.internal'],"
+		"'upstream':{'url':'https://cp.example.com/a'}},"
+		"{'audience':'b','hosts':['b.internal'],"
+		"'upstream':{'url':'https://cp.example.com/b'}}",
+		NPOFF) },
 	{ "same upstream host on another port",
 	    POL(L_FWD, TOK,
 		"{'audience':'a','upstream':{'url':'https://cp.example.com/a'}},"
@@ -1494,11 +1524,14 @@ test_unlink_after_read(void **state)
 	    "'unlink_after_read':true}]},'routes':[" R_A "]," NPOFF "}";
 	struct config *c1, *c2, *c3, *c4;
 	const struct token_key *k;
-	char why[1024];
+	char why[1024], p[512];
 
 	(void)state;
 	puts_file("unl.key", UNL_SECRET "\n", 0600);
 	c1 = load_ok(hs);
+	/* Loading removes nothing: only "run" does, once it is all loaded. */
+	assert_true(exists("unl.key"));
+	assert_int_equal(config_unlink_keys(c1, why, sizeof(why)), 0);
 	assert_false(exists("unl.key"));
 	assert_int_equal(c1->cf_tokens.tc_key_unlink[0], 1);
 	k = &c1->cf_tokens.tc_keys[0];
@@ -1515,6 +1548,12 @@ test_unlink_after_read(void **state)
 	/* A copy, not a borrowed pointer: c1 may be freed first. */
 	assert_ptr_not_equal(k->tk_secret, c1->cf_tokens.tc_keys[0].tk_secret);
 	config_unref(c1);
+	/* A key taken from memory has no file of this load to remove. */
+	puts_file("unl.key", UNL_SECRET2, 0600);
+	assert_int_equal(config_unlink_keys(c2, why, sizeof(why)), 0);
+	assert_true(exists("unl.key"));
+	path_in(p, sizeof(p), "unl.key");
+	assert_int_equal(unlink(p), 0);
 	c3 = load_prev(hs, c2, why, sizeof(why));
 	if (c3 == NULL)
 		fail_msg("second reload refused: %s", why);
@@ -1534,6 +1573,8 @@ test_unlink_after_read(void **state)
 	c4 = load_prev(hs, c3, why, sizeof(why));
 	if (c4 == NULL)
 		fail_msg("reload with a new file refused: %s", why);
+	assert_true(exists("unl.key"));
+	assert_int_equal(config_unlink_keys(c4, why, sizeof(why)), 0);
 	assert_false(exists("unl.key"));
 	assert_int_equal(c4->cf_tokens.tc_keys[0].tk_secret_len,
 	    strlen(UNL_SECRET2));
@@ -1545,6 +1586,8 @@ test_unlink_after_read(void **state)
 	/* The same for an EdDSA public key. */
 	write_pem("unl.pub", ed_key, 0);
 	c1 = load_ok(ed);
+	assert_true(exists("unl.pub"));
+	assert_int_equal(config_unlink_keys(c1, why, sizeof(why)), 0);
 	assert_false(exists("unl.pub"));
 	c2 = load_prev(ed, c1, why, sizeof(why));
 	if (c2 == NULL)
@@ -1554,6 +1597,118 @@ test_unlink_after_read(void **state)
 	assert_int_equal(EVP_PKEY_eq(c2->cf_tokens.tc_keys[0].tk_pkey, ed_key),
 	    1);
 	config_unref(c2);
+}
+
+/*
+ * A policy that fails to load after its keys were read leaves every key
+ * file in place (the keys are the last part loaded: a bad revoked_file
+ * fails after them), and removal failures are reported, naming the key.
+ */
+static void
+test_unlink_only_when_loaded(void **state)
+{
+	static const char bad[] =
+	    "{'listeners':[" L_FWD "],'tokens':{'keys':["
+	    "{'alg':'HS256','secret_file':'@D/unl2.key',"
+	    "'unlink_after_read':true}],'revoked_file':'@D/nope.txt'},"
+	    "'routes':[" R_A "]," NPOFF "}";
+	static const char good[] =
+	    "{'listeners':[" L_FWD "],'tokens':{'keys':["
+	    "{'alg':'HS256','secret_file':'@D/unl3.key',"
+	    "'unlink_after_read':true}]},'routes':[" R_A "]," NPOFF "}";
+	struct config *cf;
+	char why[1024], d[512];
+
+	(void)state;
+	puts_file("unl2.key", UNL_SECRET, 0600);
+	cf = load(bad, why, sizeof(why));
+	assert_int_equal(check_refusal("bad revoked_file", cf, why,
+			     "tokens.revoked_file: ", "nope.txt"),
+	    0);
+	assert_true(exists("unl2.key"));
+
+	/* A path that cannot be unlinked (now a directory): say which. */
+	puts_file("unl3.key", UNL_SECRET, 0600);
+	cf = load_ok(good);
+	path_in(d, sizeof(d), "unl3.key");
+	assert_int_equal(unlink(d), 0);
+	assert_int_equal(mkdir(d, 0700), 0);
+	assert_int_equal(config_unlink_keys(cf, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "tokens.keys[0]: unlink_after_read: "));
+	assert_non_null(strstr(why, "/unl3.key"));
+	assert_true(exists("unl3.key"));
+	assert_int_equal(rmdir(d), 0);
+	config_unref(cf);
+}
+
+/*
+ * Running out of memory anywhere in config_load() is a refusal naming
+ * "out of memory", never the end of the process (a SIGHUP reload must
+ * survive it): the n-th allocation fails, for every n until the policy
+ * loads. Under ASan this also proves that no refusal path leaks.
+ */
+static void
+test_out_of_memory(void **state)
+{
+	static const char full[] =
+	    "{'listeners':["
+	    "{'name':'fwd','type':'forward','listen':'[::1]:3128'},"
+	    "{'type':'reverse','listen':'127.0.0.1:8080','route':'second'}],"
+	    "'tokens':{'issuer':'control-plane','keys':["
+	    "{'kid':'k1','alg':'HS256','secret_file':'@D/oom.key',"
+	    "'unlink_after_read':true},"
+	    "{'kid':'k2','alg':'EdDSA','public_key_file':'@D/ed.pub'}],"
+	    "'revoked_file':'@D/oom-revoked.txt'},"
+	    "'routes':["
+	    "{'audience':'first','hosts':['Model.Internal','198.18.0.9'],"
+	    "'methods':['POST','GET'],'path_prefixes':['/v1/messages','/v2/'],"
+	    "'upstream':{'url':'https://cp.example.com:8443/a/b',"
+	    "'pin_sha256':['AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA='],"
+	    "'headers':[{'name':'X-Cred','value_file':'@D/hdr.val'}]}},"
+	    "{'audience':'second','upstream':{'url':'http://198.18.0.1/',"
+	    "'allow_plaintext':true}}],"
+	    "'netpolicy':{'mode':'gateway','resolvers':['198.18.0.53']},"
+	    "'admin':{'socket':'/run/sluice/admin.sock'},"
+	    "'metrics':{'listen':'unix:/run/sluice/metrics.sock'},"
+	    "'state_dir':'/tmp/state','ready_file':'/tmp/ready',"
+	    "'user':'4321'}";
+	struct config *prev = NULL, *cf;
+	char why[1024], p[512];
+	unsigned long n;
+	int pass;
+
+	(void)state;
+	puts_file("oom.key", UNL_SECRET, 0600);
+	puts_file("oom-revoked.txt", "jti-1\njti-2\n", 0644);
+	/* Pass 0: a first load; pass 1: a reload, the key from memory. */
+	for (pass = 0; pass < 2; pass++) {
+		for (n = 1; n < 10000; n++) {
+			config_alloc_fail_at = n;
+			cf = load_prev(full, prev, why, sizeof(why));
+			config_alloc_fail_at = 0;
+			if (cf != NULL)
+				break;
+			if (strstr(why, "out of memory") == NULL)
+				fail_msg("pass %d, allocation %lu: %s", pass, n,
+				    why);
+		}
+		assert_non_null(cf);
+		/* Every load allocates: the loop reached some failures. */
+		assert_true(n > 20);
+		if (pass == 0) {
+			assert_int_equal(config_unlink_keys(cf, why,
+					     sizeof(why)),
+			    0);
+			prev = cf;
+		} else {
+			assert_memory_equal(cf->cf_tokens.tc_keys[0].tk_secret,
+			    UNL_SECRET, strlen(UNL_SECRET));
+			config_unref(cf);
+		}
+	}
+	config_unref(prev);
+	path_in(p, sizeof(p), "oom-revoked.txt");
+	(void)unlink(p);
 }
 
 /* Without unlink_after_read a vanished file fails the reload. */
@@ -1771,6 +1926,8 @@ main(void)
 		cmocka_unit_test(test_secret_owner),
 		cmocka_unit_test(test_eddsa_key),
 		cmocka_unit_test(test_unlink_after_read),
+		cmocka_unit_test(test_unlink_only_when_loaded),
+		cmocka_unit_test(test_out_of_memory),
 		cmocka_unit_test(test_no_unlink_reload_needs_file),
 		cmocka_unit_test(test_print),
 	};

@@ -39,8 +39,11 @@ static struct config *cf;
  * wildcard IPv4 forward, 3 a wildcard IPv6 forward, 4 reverse for other.
  * Routes: model-proxy (aliases, POST under /v1/messages, 64 requests,
  * CONNECT), other (GET/POST under /api/ and /health, no limit, no
- * CONNECT), private (a literal private upstream with allow_private) and v6
- * (an IPv6 upstream with an IPv6 alias).
+ * CONNECT), private (a literal private upstream with allow_private), v6
+ * (an IPv6 upstream with an IPv6 alias), and three routes on one upstream
+ * host: sh-a and sh-b share https://shared.example:443 (paths /a and /b),
+ * sh-c is on its port 8443 (path /c); all three allow CONNECT. Listener 5
+ * is a reverse listener for sh-b.
  */
 static const char policy[] =
     "{\"listeners\":["
@@ -50,7 +53,9 @@ static const char policy[] =
     "{\"name\":\"any4\",\"type\":\"forward\",\"listen\":\"0.0.0.0:3130\"},"
     "{\"name\":\"any6\",\"type\":\"forward\",\"listen\":\"[::]:3131\"},"
     "{\"name\":\"rev2\",\"type\":\"reverse\",\"listen\":\"[::1]:8081\","
-    "\"route\":\"other\"}],"
+    "\"route\":\"other\"},"
+    "{\"name\":\"rev3\",\"type\":\"reverse\",\"listen\":\"[::1]:8082\","
+    "\"route\":\"sh-b\"}],"
     "\"tokens\":{\"issuer\":\"control-plane\",\"leeway_s\":30,"
     "\"max_ttl_s\":3600,\"keys\":[{\"alg\":\"HS256\","
     "\"secret_file\":\"%s\"}]},"
@@ -66,11 +71,20 @@ static const char policy[] =
     "{\"audience\":\"private\",\"upstream\":{\"url\":\"https://10.1.2.3/\","
     "\"allow_private\":true}},"
     "{\"audience\":\"v6\",\"hosts\":[\"[2001:2::5]\"],"
-    "\"upstream\":{\"url\":\"https://[2001:2::10]:9443/\"}}],"
+    "\"upstream\":{\"url\":\"https://[2001:2::10]:9443/\"}},"
+    "{\"audience\":\"sh-a\",\"path_prefixes\":[\"/a\"],"
+    "\"connect\":{\"enabled\":true},"
+    "\"upstream\":{\"url\":\"https://shared.example/up\"}},"
+    "{\"audience\":\"sh-b\",\"path_prefixes\":[\"/b\"],"
+    "\"connect\":{\"enabled\":true},"
+    "\"upstream\":{\"url\":\"https://shared.example:443/\"}},"
+    "{\"audience\":\"sh-c\",\"path_prefixes\":[\"/c\"],"
+    "\"connect\":{\"enabled\":true},"
+    "\"upstream\":{\"url\":\"https://Shared.Example:8443/\"}}],"
     "\"netpolicy\":{\"mode\":\"off\"}}";
 
-enum { L_FWD, L_REV, L_ANY4, L_ANY6, L_REV2, L_NONE = -1 };
-enum { R_MODEL, R_OTHER, R_PRIVATE, R_V6 };
+enum { L_FWD, L_REV, L_ANY4, L_ANY6, L_REV2, L_REV3, L_NONE = -1 };
+enum { R_MODEL, R_OTHER, R_PRIVATE, R_V6, R_SHA, R_SHB, R_SHC };
 
 static void
 write_file(const char *path, const char *data, mode_t mode)
@@ -135,7 +149,7 @@ group_teardown(void **state)
  */
 enum claims_kind {
 	C_NONE,       /* rv_claims NULL */
-	C_GOOD,       /* every audience, iat now-10, exp now+600 */
+	C_GOOD,       /* the first 5 audiences, iat now-10, exp now+600 */
 	C_EXP_EDGE,   /* exp = now - leeway: expired */
 	C_EXP_INSIDE, /* exp = now - leeway + 1: still valid */
 	C_NBF_FUTURE, /* nbf = now + leeway + 1 */
@@ -151,13 +165,17 @@ enum claims_kind {
 	C_ISS_ELSE,   /* iss "someone-else" */
 	C_MAXREQ10,   /* max_requests 10 */
 	C_MAXREQ100,  /* max_requests 100 */
+	C_AUD_SHB,    /* aud ["sh-b"] */
+	C_AUD_SHC,    /* aud ["sh-c"] */
+	C_AUD_SHBA,   /* aud ["sh-b", "sh-a"] */
+	C_EXP_ELSE,   /* expired, aud ["elsewhere"] */
 };
 
 static void
 make_claims(enum claims_kind k, struct token_claims *c)
 {
 	static const char *const auds[] = { "model-proxy", "other", "private",
-		"v6" };
+		"v6", "sh-a" };
 	size_t i;
 
 	memset(c, 0, sizeof(*c));
@@ -233,6 +251,25 @@ make_claims(enum claims_kind k, struct token_claims *c)
 	case C_MAXREQ100:
 		c->max_requests = 100;
 		break;
+	case C_AUD_SHB:
+		snprintf(c->aud[0], sizeof(c->aud[0]), "sh-b");
+		c->naud = 1;
+		break;
+	case C_AUD_SHC:
+		snprintf(c->aud[0], sizeof(c->aud[0]), "sh-c");
+		c->naud = 1;
+		break;
+	case C_AUD_SHBA:
+		snprintf(c->aud[0], sizeof(c->aud[0]), "sh-b");
+		snprintf(c->aud[1], sizeof(c->aud[1]), "sh-a");
+		c->naud = 2;
+		break;
+	case C_EXP_ELSE:
+		c->iat = NOW - 100;
+		c->exp = NOW - 30;
+		snprintf(c->aud[0], sizeof(c->aud[0]), "elsewhere");
+		c->naud = 1;
+		break;
 	}
 }
 
@@ -299,6 +336,70 @@ static const struct row rows[] = {
 	    "cp.example.com:443", OK, C_GOOD, 0, 0, 0, OK, R_MODEL, 64 },
 	{ "CONNECT, host in upper case", L_FWD, 1, "CONNECT",
 	    "CP.EXAMPLE.COM:443", OK, C_GOOD, 0, 0, 0, OK, R_MODEL, 64 },
+
+	/*
+	 * Absolute-form: the upstream host selects its route on any port
+	 * (sluice connects to the configured upstream whatever was asked).
+	 */
+	{ "upstream host on another port", L_FWD, 0, "POST",
+	    "http://cp.example.com:8443/v1/messages", OK, C_GOOD, 0, 0, 0, OK,
+	    R_MODEL, 64 },
+	{ "upstream host, http default port", L_FWD, 0, "POST",
+	    "http://cp.example.com/v1/messages", OK, C_GOOD, 0, 0, 0, OK,
+	    R_MODEL, 64 },
+	{ "upstream host without its port", L_FWD, 0, "GET",
+	    "https://up2.example.net/api/x", OK, C_GOOD, 0, 0, 0, OK, R_OTHER,
+	    0 },
+	{ "IPv6 upstream on another port", L_FWD, 0, "POST",
+	    "http://[2001:2::10]/x", OK, C_GOOD, 0, 0, 0, OK, R_V6, 0 },
+	{ "private upstream's address on another port", L_FWD, 0, "POST",
+	    "http://10.1.2.3:80/", OK, C_GOOD, 0, 0, 0, OK, R_PRIVATE, 0 },
+
+	/* Routes sharing an upstream: the token's audience picks. */
+	{ "shared upstream, token for sh-a", L_FWD, 0, "POST",
+	    "http://shared.example/a/x", OK, C_GOOD, 0, 0, 0, OK, R_SHA, 0 },
+	{ "shared upstream, token for sh-b", L_FWD, 0, "POST",
+	    "https://shared.example/b/x", OK, C_AUD_SHB, 0, 0, 0, OK, R_SHB,
+	    0 },
+	{ "shared upstream, sh-b's token on sh-a's path", L_FWD, 0, "POST",
+	    "http://shared.example/a/x", OK, C_AUD_SHB, 0, 0, 0,
+	    REASON_PATH_NOT_ALLOWED, R_SHB, 0 },
+	{ "shared upstream, token for both: policy order", L_FWD, 0, "POST",
+	    "http://shared.example/a", OK, C_AUD_SHBA, 0, 0, 0, OK, R_SHA, 0 },
+	{ "shared upstream host on another port: sh-c", L_FWD, 0, "POST",
+	    "http://SHARED.example:9/c", OK, C_AUD_SHC, 0, 0, 0, OK, R_SHC, 0 },
+	{ "shared upstream, token for none", L_FWD, 0, "POST",
+	    "http://shared.example/a", OK, C_AUD_ELSE, 0, 0, 0,
+	    REASON_TOKEN_WRONG_AUDIENCE, -1, 0 },
+	{ "shared upstream, expired token for none", L_FWD, 0, "POST",
+	    "http://shared.example/a", OK, C_EXP_ELSE, 0, 0, 0,
+	    REASON_TOKEN_EXPIRED, R_SHA, 0 },
+	{ "shared upstream, bad signature", L_FWD, 0, "POST",
+	    "http://shared.example/a", REASON_TOKEN_BAD_SIGNATURE, C_AUD_SHB, 0,
+	    0, 0, REASON_TOKEN_BAD_SIGNATURE, -1, 0 },
+	{ "shared upstream, revoked", L_FWD, 0, "POST",
+	    "http://shared.example/b", OK, C_AUD_SHB, 1, 0, 0,
+	    REASON_TOKEN_REVOKED, R_SHB, 0 },
+	{ "CONNECT to a shared upstream, sh-b", L_FWD, 1, "CONNECT",
+	    "shared.example:443", OK, C_AUD_SHB, 0, 0, 0, OK, R_SHB, 0 },
+	{ "CONNECT to a shared upstream, sh-a", L_FWD, 1, "CONNECT",
+	    "shared.example:443", OK, C_GOOD, 0, 0, 0, OK, R_SHA, 0 },
+	{ "CONNECT to a shared upstream, sh-c's port", L_FWD, 1, "CONNECT",
+	    "shared.example:8443", OK, C_AUD_SHC, 0, 0, 0, OK, R_SHC, 0 },
+	{ "CONNECT on port 443 is not sh-c's", L_FWD, 1, "CONNECT",
+	    "shared.example:443", OK, C_AUD_SHC, 0, 0, 0,
+	    REASON_TOKEN_WRONG_AUDIENCE, -1, 0 },
+	{ "CONNECT on port 8443 is sh-c's alone", L_FWD, 1, "CONNECT",
+	    "shared.example:8443", OK, C_AUD_SHB, 0, 0, 0,
+	    REASON_TOKEN_WRONG_AUDIENCE, R_SHC, 0 },
+	{ "CONNECT to a shared upstream on another port", L_FWD, 1, "CONNECT",
+	    "shared.example:80", OK, C_AUD_SHB, 0, 0, 0, REASON_ROUTE_NOT_FOUND,
+	    -1, 0 },
+	{ "reverse listener keeps its route", L_REV3, 0, "POST", "/b/x", OK,
+	    C_AUD_SHBA, 0, 0, 0, OK, R_SHB, 0 },
+	{ "reverse listener, a sharing route's token", L_REV3, 0, "POST",
+	    "/b/x", OK, C_GOOD, 0, 0, 0, REASON_TOKEN_WRONG_AUDIENCE, R_SHB,
+	    0 },
 
 	/* audit_unavailable comes first: nothing goes out unrecorded. */
 	{ "audit failed", L_FWD, 0, "POST", FMV, OK, C_GOOD, 0, 0, 1,
@@ -394,24 +495,9 @@ static const struct row rows[] = {
 	/* route_not_found: the target selects no route. */
 	{ "unknown host", L_FWD, 0, "POST", "http://evil.example/v1/messages",
 	    OK, C_GOOD, 0, 0, 0, REASON_ROUTE_NOT_FOUND, -1, 0 },
-	{ "upstream host on another port", L_FWD, 0, "POST",
-	    "http://cp.example.com:8443/v1/messages", OK, C_GOOD, 0, 0, 0,
-	    REASON_ROUTE_NOT_FOUND, -1, 0 },
-	{ "upstream host, http default port", L_FWD, 0, "POST",
-	    "http://cp.example.com/v1/messages", OK, C_GOOD, 0, 0, 0,
-	    REASON_ROUTE_NOT_FOUND, -1, 0 },
-	{ "upstream host without its port", L_FWD, 0, "GET",
-	    "https://up2.example.net/api/x", OK, C_GOOD, 0, 0, 0,
-	    REASON_ROUTE_NOT_FOUND, -1, 0 },
-	{ "IPv6 upstream on another port", L_FWD, 0, "POST",
-	    "http://[2001:2::10]/x", OK, C_GOOD, 0, 0, 0,
-	    REASON_ROUTE_NOT_FOUND, -1, 0 },
 	{ "alias with a suffix", L_FWD, 0, "POST",
 	    "http://model-proxy.internal.evil.example/v1/messages", OK, C_GOOD,
 	    0, 0, 0, REASON_ROUTE_NOT_FOUND, -1, 0 },
-	{ "private upstream's address on another port", L_FWD, 0, "POST",
-	    "http://10.1.2.3:80/", OK, C_GOOD, 0, 0, 0, REASON_ROUTE_NOT_FOUND,
-	    -1, 0 },
 	{ "CONNECT to an alias", L_FWD, 1, "CONNECT",
 	    "model-proxy.internal:443", OK, C_GOOD, 0, 0, 0,
 	    REASON_ROUTE_NOT_FOUND, -1, 0 },
@@ -720,7 +806,8 @@ sa_from(const char *ip, uint16_t port, struct sockaddr_storage *ss)
 /*
  * DESIGN.md "Denied destinations": the first and last address of every
  * range, the neighbours just outside, the IPv4 embedded in ::ffff:0:0/96,
- * 64:ff9b::/96 and 2002::/16, and the benchmarking ranges the tests use.
+ * 64:ff9b::/96, 64:ff9b:1::/48, ::/96 and 2002::/16, and the benchmarking
+ * ranges the tests use.
  */
 static void
 test_addr_private(void **state)
@@ -791,6 +878,26 @@ test_addr_private(void **state)
 		{ "64:ff9b::10.0.0.1", 1 }, { "64:ff9b::127.0.0.1", 1 },
 		{ "64:ff9b::169.254.169.254", 1 }, { "64:ff9b::0.0.0.0", 1 },
 		{ "64:ff9b::8.8.8.8", 0 }, { "64:ff9b::198.18.0.1", 0 },
+		/*
+		 * 64:ff9b:1::/48, RFC 6052 /48 layout: IPv4 in bits 48..63
+		 * and 72..87 around the u-octet (bits 64..71).
+		 */
+		{ "64:ff9b:1:a9fe:a9:fe00::", 1 }, /* 169.254.169.254 */
+		{ "64:ff9b:1:a00:0:100::", 1 },    /* 10.0.0.1 */
+		{ "64:ff9b:1:7f00:0:100::", 1 },   /* 127.0.0.1 */
+		{ "64:ff9b:1:6440:0:100::", 1 },   /* 100.64.0.1 */
+		{ "64:ff9b:1:808:8:800::", 0 },    /* 8.8.8.8 */
+		{ "64:ff9b:1:c612:0:100::", 0 },   /* 198.18.0.1 */
+		{ "64:ff9b:1:808:8:800::1", 0 },   /* suffix is ignored */
+		{ "64:ff9b:1:808:108:800::", 1 },  /* u-octet set: no NAT64 */
+		/* The /96 form inside the /48 reads as 0.0.0.0/8. */
+		{ "64:ff9b:1::a9fe:a9fe", 1 }, { "64:ff9b:1::808:808", 1 },
+		{ "64:ff9b:2:a9fe:a9:fe00::", 0 }, /* outside the /48 */
+		{ "64:ff9b:0:a9fe:a9:fe00::", 0 },
+		/* ::/96, IPv4-compatible (deprecated) */
+		{ "::a9fe:a9fe", 1 }, { "::10.0.0.1", 1 }, { "::127.0.0.1", 1 },
+		{ "::0.0.0.2", 1 }, { "::8.8.8.8", 0 }, { "::198.18.0.1", 0 },
+		{ "::1:a9fe:a9fe", 0 }, /* ::1:0:0/96 is not ::/96 */
 		/* 2002::/16 */
 		{ "2002:a00:1::", 1 },       /* 10.0.0.1 */
 		{ "2002:7f00:1::1", 1 },     /* 127.0.0.1 */
@@ -851,6 +958,11 @@ test_check_addr(void **state)
 		{ "IPv4-mapped loopback", R_MODEL, "::ffff:127.0.0.1", 443,
 		    REASON_DESTINATION_DENIED },
 		{ "NAT64 private", R_MODEL, "64:ff9b::a00:1", 443,
+		    REASON_DESTINATION_DENIED },
+		{ "local-use NAT64 metadata", R_MODEL,
+		    "64:ff9b:1:a9fe:a9:fe00::", 443,
+		    REASON_DESTINATION_DENIED },
+		{ "IPv4-compatible metadata", R_MODEL, "::a9fe:a9fe", 443,
 		    REASON_DESTINATION_DENIED },
 		{ "IPv6 link-local", R_MODEL, "fe80::1", 443,
 		    REASON_DESTINATION_DENIED },
