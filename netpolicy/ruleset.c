@@ -434,6 +434,14 @@ rb_dport(struct rb *b, int l4proto, uint16_t port)
 	rb_th_cmp(b, l4proto, 2, &nport, sizeof(nport));
 }
 
+static void
+rb_sport(struct rb *b, int l4proto, uint16_t port)
+{
+	uint16_t nport = htons(port);
+
+	rb_th_cmp(b, l4proto, 0, &nport, sizeof(nport));
+}
+
 /*
  * ip daddr . tcp dport @set (or ip6): each part of the concatenation goes
  * into its own register slots, the 16-byte register when it starts on a
@@ -742,6 +750,18 @@ np_is_lo_addr(const struct sockaddr_storage *ss)
 	return IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr);
 }
 
+/* 127.0.0.1 or ::1: the source every local client uses anyway. */
+static int
+np_is_lo_default(const struct sockaddr_storage *ss)
+{
+	const struct sockaddr_in *sin = (const void *)ss;
+	const struct sockaddr_in6 *sin6 = (const void *)ss;
+
+	if (ss->ss_family == AF_INET)
+		return ntohl(sin->sin_addr.s_addr) == INADDR_LOOPBACK;
+	return IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr);
+}
+
 /*
  * The anti-spoofing rules, first in the output chain: a packet that a
  * process other than sluice sends with a resolver's address, or a
@@ -765,6 +785,37 @@ np_add_antispoof(struct np_chain *ch, const struct np_input *in,
 	struct rb b;
 	size_t i;
 
+	/*
+	 * A resolver on a loopback address (Docker's 127.0.0.11) answers as
+	 * a uid of its own: its answers, from port 53 over lo, pass. Sending
+	 * from port 53 needs a bind that an unprivileged process cannot make
+	 * while ip_unprivileged_port_start is above 53 (sluice check warns
+	 * otherwise), and sluice's socket takes nothing else.
+	 */
+	for (i = 0; i < nres; i++) {
+		static const int protos[] = { IPPROTO_UDP, IPPROTO_TCP };
+		uint32_t lo = 1; /* ifindex of lo in every netns */
+		int p;
+
+		if (!np_is_lo_addr(&res[i]) || np_is_lo_default(&res[i]))
+			continue;
+		sin = (const struct sockaddr_in *)(const void *)&res[i];
+		sin6 = (const struct sockaddr_in6 *)(const void *)&res[i];
+		for (p = 0; p < 2; p++) {
+			rb_init(&b, np_chain_add_rule(ch));
+			rb_meta_cmp(&b, NFT_META_OIF, &lo, sizeof(lo));
+			if (res[i].ss_family == AF_INET)
+				rb_net_cmp(&b, NFPROTO_IPV4, 12, &sin->sin_addr,
+				    4);
+			else
+				rb_net_cmp(&b, NFPROTO_IPV6, 8,
+				    &sin6->sin6_addr, 16);
+			rb_sport(&b, protos[p], 53);
+			rb_verdict(&b, NF_ACCEPT, NULL);
+			if (b.err)
+				return -1;
+		}
+	}
 	rb_init(&b, np_chain_add_rule(ch));
 	rb_not_skuid(&b, in->ni_uid);
 	/* ip saddr 127.0.0.0/8: nft compares the first byte only. */

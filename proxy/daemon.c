@@ -176,6 +176,23 @@ warn_unprivileged_ports(const struct config *cf)
 		    "%lu\n",
 		    i, lc->lc_name, port, start, start);
 	}
+	/*
+	 * A resolver on a loopback address answers through the sandbox's
+	 * own lo: only port 53's privilege keeps a process there from
+	 * answering in its place (docs/netpolicy.md).
+	 */
+	for (i = 0; start <= 53 && i < cf->cf_np.np_nresolvers; i++) {
+		const char *r = cf->cf_np.np_resolvers[i];
+
+		if (strncmp(r, "127.", 4) == 0 || strcmp(r, "::1") == 0)
+			fprintf(stderr,
+			    "sluice: warning: netpolicy.resolvers[%zu] %s is a "
+			    "loopback address and "
+			    "net.ipv4.ip_unprivileged_port_start is %lu: any uid "
+			    "here may bind port 53 there and answer sluice's "
+			    "queries; raise it above 53\n",
+			    i, r, start);
+	}
 	fflush(stderr);
 }
 

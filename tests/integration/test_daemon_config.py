@@ -339,6 +339,29 @@ class TestDaemonConfig(st.ProxyTestCase):
         finally:
             self.set_unpriv(ns, 1024)
 
+    def test_loopback_resolver_warning(self):
+        # A loopback resolver's answers pass the kernel rules from port 53
+        # (docs/netpolicy.md): only that port's privilege keeps another
+        # process from answering in its place.
+        ns = self.h.sbx
+        doc = self.sidecar(self.doc("lores"))
+        doc["netpolicy"]["resolvers"] = ["127.0.0.11", "198.18.0.53"]
+        path = self.h.write_policy("lores", doc)
+
+        def warnings():
+            r = self.sluice_cmd(["check", "-c", path], ns=ns)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return [l for l in r.stderr.splitlines()
+                    if "warning" in l and "resolvers" in l]
+        self.assertEqual(warnings(), [])
+        self.set_unpriv(ns, 0)
+        try:
+            w = warnings()
+            self.assertEqual(len(w), 1, w)
+            self.assertIn("netpolicy.resolvers[0] 127.0.0.11", w[0])
+        finally:
+            self.set_unpriv(ns, 1024)
+
 
 if __name__ == "__main__":
     st.main()
