@@ -788,8 +788,8 @@ int netguard_reload(const struct config *cf, char *why, size_t whylen);
  */
 int netguard_prepare(const struct config *cf, struct np_ruleset **rsp,
     char *why, size_t whylen);
-int netguard_commit(const struct config *cf, struct np_ruleset *rs,
-    char *why, size_t whylen);
+int netguard_commit(const struct config *cf, struct np_ruleset *rs, char *why,
+    size_t whylen);
 /*
  * A route's upstream resolved to addrs: allow sluice's uid to them on the
  * route's port for max(ttl, 60) seconds (sidecar mode; else a no-op).
