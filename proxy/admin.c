@@ -4,7 +4,8 @@
  * reads the answer lines until the socket closes. Commands: status, reload,
  * revoke <jti>. The command table is admin_dispatch(), which works through
  * a struct admin_ops so that it can be tested without a daemon; the
- * socket side uses the daemon's operations (daemon.c, revoke.c, audit.c).
+ * socket side uses the operations given to admin_open() (the daemon's
+ * are in daemon.c, with admin_revoke() here).
  */
 #include <sys/types.h>
 #include <sys/queue.h>
@@ -41,6 +42,7 @@ static struct {
 	struct event *ad_pause; /* re-enables accepting after EMFILE */
 	char *ad_path;
 	uid_t ad_owner;
+	const struct admin_ops *ad_ops;
 	struct admin_clients ad_clients;
 	size_t ad_nclients;
 } admin = { .ad_clients = TAILQ_HEAD_INITIALIZER(admin.ad_clients) };
@@ -83,11 +85,11 @@ admin_dispatch(const struct admin_ops *ops, const char *line, size_t len,
 	size_t jlen;
 
 	if (len == 6 && memcmp(line, "status", 6) == 0) {
-		ops->ao_status(out);
+		ops->ao_status(ops->ao_arg, out);
 		return 0;
 	}
 	if (len == 6 && memcmp(line, "reload", 6) == 0) {
-		ops->ao_reload();
+		ops->ao_reload(ops->ao_arg);
 		evbuffer_add_printf(out, "ok reload requested\n");
 		return 0;
 	}
@@ -103,7 +105,8 @@ admin_dispatch(const struct admin_ops *ops, const char *line, size_t len,
 		memcpy(jti, line + 7, jlen);
 		jti[jlen] = '\0';
 		why[0] = '\0';
-		if (ops->ao_revoke(jti, uid, why, sizeof(why)) == -1) {
+		if (ops->ao_revoke(ops->ao_arg, jti, uid, why, sizeof(why)) ==
+		    -1) {
 			admin_reply_error(out, why[0] != '\0' ? why : "failed");
 			return -1;
 		}
@@ -114,26 +117,12 @@ admin_dispatch(const struct admin_ops *ops, const char *line, size_t len,
 	return -1;
 }
 
-static void
-admin_daemon_status(struct evbuffer *out)
-{
-	daemon_status(out);
-}
-
-static void
-admin_daemon_reload(void)
-{
-	log_info("admin: reload requested");
-	daemon_request_reload();
-}
-
 /* Revoke for the daemon: persist it, then leave a token.revoke line. */
-static int
-admin_daemon_revoke(const char *jti, uid_t uid, char *why, size_t whylen)
+int
+admin_revoke(struct revocations *revs, struct audit *a, const char *jti,
+    uid_t uid, char *why, size_t whylen)
 {
-	struct audit *a = daemon_audit();
-
-	if (revocations_add(daemon_revocations(), jti, why, whylen) == -1)
+	if (revocations_add(revs, jti, why, whylen) == -1)
 		return -1;
 	audit_begin(a, "token.revoke");
 	audit_add_cstr(a, "jti", jti);
@@ -144,12 +133,6 @@ admin_daemon_revoke(const char *jti, uid_t uid, char *why, size_t whylen)
 	log_info("admin: revoked a jti (uid %lu)", (unsigned long)uid);
 	return 0;
 }
-
-static const struct admin_ops admin_daemon_ops = {
-	.ao_status = admin_daemon_status,
-	.ao_reload = admin_daemon_reload,
-	.ao_revoke = admin_daemon_revoke,
-};
 
 static void
 admin_client_free(struct admin_client *cl)
@@ -172,7 +155,7 @@ admin_client_answer(struct admin_client *cl, const char *line, size_t len)
 
 	if (len > 0 && line[len - 1] == '\r')
 		len--;
-	(void)admin_dispatch(&admin_daemon_ops, line, len, cl->cl_uid, out);
+	(void)admin_dispatch(admin.ad_ops, line, len, cl->cl_uid, out);
 	cl->cl_done = 1;
 	bufferevent_disable(cl->cl_bev, EV_READ);
 	bufferevent_enable(cl->cl_bev, EV_WRITE);
@@ -318,8 +301,8 @@ admin_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 }
 
 int
-admin_open(struct event_base *base, const char *path, uid_t owner, char *why,
-    size_t whylen)
+admin_open(struct event_base *base, const char *path, uid_t owner,
+    const struct admin_ops *ops, char *why, size_t whylen)
 {
 	int fd;
 
@@ -332,6 +315,7 @@ admin_open(struct event_base *base, const char *path, uid_t owner, char *why,
 		return -1;
 	}
 	admin.ad_owner = owner;
+	admin.ad_ops = ops;
 	if ((fd = unixsock_listen(path, 0600, owner, why, whylen)) == -1)
 		goto fail;
 	admin.ad_lev = evconnlistener_new(base, admin_accept_cb, NULL,

@@ -71,7 +71,7 @@ static struct cl_conn *cl_conns[CL_CONN_BUCKETS];
 static struct cl_rate cl_rates[CL_RATE_SETS][CL_WAYS];
 static struct cl_agg cl_aggs[CL_AGG_SETS][CL_WAYS];
 static size_t cl_naggs;
-static struct event_base *cl_base;
+static const struct proxy_env *cl_env; /* NULL: nothing aggregated */
 static struct event *cl_tick;
 static uint64_t cl_seed[2];
 static int cl_seeded;
@@ -270,7 +270,7 @@ cl_copy(char *dst, size_t cap, const char *s, int *has)
 static void
 cl_agg_write(struct cl_agg *e)
 {
-	struct audit *a = daemon_audit();
+	struct audit *a = cl_env != NULL ? cl_env->pe_audit : NULL;
 
 	if (e->ag_count == 0 || a == NULL) {
 		e->ag_count = 0;
@@ -394,11 +394,11 @@ clients_aggregate(const struct clients_refusal *r)
 		e->ag_hit = 1;
 		return 0;
 	}
-	if (cl_base == NULL)
+	if (cl_env == NULL || cl_env->pe_base == NULL)
 		return 1;
 	if (cl_tick == NULL &&
-	    (cl_tick = event_new(cl_base, -1, EV_PERSIST, cl_tick_cb, NULL)) ==
-		NULL)
+	    (cl_tick = event_new(cl_env->pe_base, -1, EV_PERSIST, cl_tick_cb,
+		 NULL)) == NULL)
 		return 1; /* not aggregated: every line is written */
 	/* The first of its kind is written now; remember it for repeats. */
 	e = &set[0];
@@ -437,10 +437,10 @@ clients_aggregate(const struct clients_refusal *r)
 }
 
 void
-clients_init(struct event_base *base)
+clients_init(const struct proxy_env *env)
 {
 	cl_seed_once();
-	cl_base = base;
+	cl_env = env;
 }
 
 void

@@ -148,6 +148,7 @@ struct request {
  */
 struct conn {
 	TAILQ_ENTRY(conn) cn_entry;
+	struct proxy_env *cn_env; /* what it was accepted into */
 	enum conn_state cn_state;
 	size_t cn_listener; /* index into cf_listeners */
 	struct bufferevent *cn_bev;
@@ -168,7 +169,6 @@ TAILQ_HEAD(conn_list, conn);
 static struct conn_list conns = TAILQ_HEAD_INITIALIZER(conns);
 static size_t nconns;
 static int draining;
-static struct event_base *conn_base;
 static struct http1_hdr conn_hdrs[CONN_MAX_HDRS];
 
 static void conn_close(struct conn *, const char *why);
@@ -320,11 +320,11 @@ in_fill_for(struct bufferevent *src, struct bufferevent *dst)
 }
 
 static double
-elapsed_s(const struct timeval *start)
+elapsed_s(const struct conn *c, const struct timeval *start)
 {
 	struct timeval now, d;
 
-	event_base_gettimeofday_cached(conn_base, &now);
+	event_base_gettimeofday_cached(c->cn_env->pe_base, &now);
 	timersub(&now, start, &d);
 	return (double)d.tv_sec + (double)d.tv_usec / 1e6;
 }
@@ -364,10 +364,10 @@ request_new(struct conn *c)
 
 	if ((rq = calloc(1, sizeof(*rq))) == NULL)
 		return NULL;
-	rq->rq_cf = config_ref(daemon_config());
+	rq->rq_cf = config_ref(c->cn_env->pe_cf);
 	rq->rq_reason = REASON_BAD_REQUEST;
 	clients_next_id(rq->rq_id, sizeof(rq->rq_id));
-	event_base_gettimeofday_cached(conn_base, &rq->rq_start);
+	event_base_gettimeofday_cached(c->cn_env->pe_base, &rq->rq_start);
 	c->cn_req = rq;
 	return rq;
 }
@@ -380,7 +380,7 @@ static void
 request_log(struct conn *c)
 {
 	struct request *rq = c->cn_req;
-	struct audit *a = daemon_audit();
+	struct audit *a = c->cn_env->pe_audit;
 	const struct listener_conf *lc;
 	const char *route;
 	char client[64];
@@ -390,7 +390,7 @@ request_log(struct conn *c)
 	if (rq == NULL || rq->rq_logged)
 		return;
 	rq->rq_logged = 1;
-	secs = elapsed_s(&rq->rq_start);
+	secs = elapsed_s(c, &rq->rq_start);
 	/*
 	 * The decision is whether anything was let out; the reason is how
 	 * it ended (DESIGN.md "Audit log"): a forwarded request cut by the
@@ -560,7 +560,7 @@ static void
 deny_message(struct conn *c, enum reason r, int reverse, char *msg, size_t len)
 {
 	struct request *rq = c->cn_req;
-	const struct config *cf = rq != NULL ? rq->rq_cf : daemon_config();
+	const struct config *cf = rq != NULL ? rq->rq_cf : c->cn_env->pe_cf;
 	const struct limits *l = &cf->cf_limits;
 	const struct route *rt = rq != NULL ? rq->rq_route : NULL;
 	const char *aud = rt != NULL ? rt->rt_audience : "";
@@ -605,7 +605,7 @@ deny_message(struct conn *c, enum reason r, int reverse, char *msg, size_t len)
 	case REASON_TOKEN_EXPIRED:
 		if (rq != NULL && rq->rq_exp != 0)
 			snprintf(msg, len, "run token expired %lld s ago",
-			    (long long)(daemon_now() - rq->rq_exp));
+			    (long long)(proxy_env_now(c->cn_env) - rq->rq_exp));
 		else
 			snprintf(msg, len, "run token expired");
 		break;
@@ -753,7 +753,7 @@ conn_deny(struct conn *c, enum reason r, int keep)
 {
 	struct request *rq = c->cn_req;
 	const struct listener_conf *lc;
-	struct config *cf = rq != NULL ? rq->rq_cf : daemon_config();
+	struct config *cf = rq != NULL ? rq->rq_cf : c->cn_env->pe_cf;
 	int reverse, status;
 	char msg[DENY_MSG_MAX];
 
@@ -765,7 +765,8 @@ conn_deny(struct conn *c, enum reason r, int keep)
 	 * not the client's and is not charged.
 	 */
 	if (!reason_is_upstream(r) &&
-	    clients_refusal((const struct sockaddr *)&c->cn_peer, daemon_now(),
+	    clients_refusal((const struct sockaddr *)&c->cn_peer,
+		proxy_env_now(c->cn_env),
 		cf->cf_limits.per_client_refusals_per_s))
 		r = REASON_RATE_LIMITED;
 	status = reason_status(r, 0);
@@ -1083,8 +1084,8 @@ conn_verify_token(struct conn *c, const struct http1_msg *m, int connect,
 	rq->rq_auth_strip = !connect &&
 	    http1_find(m, "Authorization", 0) >= 0 &&
 	    !token_authorization_is(m, tok, toklen);
-	r = token_cache_verify(daemon_token_cache(), rq->rq_cf->cf_gen,
-	    tc->tc_keys, tc->tc_nkeys, tok, toklen, daemon_now(),
+	r = token_cache_verify(c->cn_env->pe_cache, rq->rq_cf->cf_gen,
+	    tc->tc_keys, tc->tc_nkeys, tok, toklen, proxy_env_now(c->cn_env),
 	    tc->tc_leeway_s, claims);
 	explicit_bzero(scratch, sizeof(scratch));
 	return r;
@@ -1107,6 +1108,7 @@ conn_deny_head(struct conn *c, enum reason r, int keep, size_t headlen)
 static void
 conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 {
+	struct proxy_env *env = c->cn_env;
 	struct request *rq = c->cn_req;
 	struct config *cf = rq->rq_cf;
 	const struct listener_conf *lc = conn_listener(c, cf);
@@ -1190,7 +1192,7 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 	v.rv_method_len = m->method_len;
 	v.rv_uri = &u;
 	v.rv_audit_failed =
-	    daemon_audit() != NULL && audit_failed(daemon_audit());
+	    env->pe_audit != NULL && audit_failed(env->pe_audit);
 	v.rv_token = conn_verify_token(c, m, connect, &claims);
 	if (v.rv_token == REASON_OK) {
 		v.rv_claims = &claims;
@@ -1198,13 +1200,12 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 		snprintf(rq->rq_jti, sizeof(rq->rq_jti), "%s", claims.jti);
 		rq->rq_expires = claims.exp + cf->cf_tokens.tc_leeway_s;
 		rq->rq_exp = claims.exp;
-		v.rv_revoked =
-		    revocations_has(daemon_revocations(), cf, claims.jti);
+		v.rv_revoked = revocations_has(env->pe_revs, cf, claims.jti);
 		if (budget_may_apply(cf, &claims))
 			v.rv_budget_used =
-			    budget_used(daemon_budget(), claims.jti);
+			    budget_used(env->pe_budget, claims.jti);
 	}
-	policy_decide(cf, &v, daemon_now(), &d);
+	policy_decide(cf, &v, proxy_env_now(env), &d);
 	rq->rq_route = d.de_route;
 	rq->rq_budget_limit = d.de_budget_limit;
 	if (d.de_reason == REASON_OK && !connect &&
@@ -1213,11 +1214,11 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 		d.de_reason = REASON_BODY_TOO_LARGE;
 	if (d.de_reason == REASON_OK &&
 	    cf->cf_audit.ac_fsync == AUDIT_FSYNC_ALWAYS &&
-	    audit_sync(daemon_audit()) == -1)
+	    audit_sync(env->pe_audit) == -1)
 		d.de_reason = REASON_AUDIT_UNAVAILABLE;
 	/* Last: a refusal after the charge would waste a unit of budget. */
 	if (d.de_reason == REASON_OK && d.de_budget_limit != 0) {
-		int rc = budget_charge(daemon_budget(), claims.jti, claims.exp,
+		int rc = budget_charge(env->pe_budget, claims.jti, claims.exp,
 		    d.de_budget_limit, &used);
 
 		/* A charge that cannot be recorded is not granted. */
@@ -2018,7 +2019,7 @@ tunnel_revalidate(struct conn *c)
 	struct request *rq = c->cn_req;
 	struct timeval now;
 
-	event_base_gettimeofday_cached(conn_base, &now);
+	event_base_gettimeofday_cached(c->cn_env->pe_base, &now);
 	if (now.tv_sec == rq->rq_active.tv_sec) {
 		rq->rq_active = now;
 		return 0;
@@ -2029,7 +2030,7 @@ tunnel_revalidate(struct conn *c)
 		conn_close(c, "tunnel token expired");
 		return -1;
 	}
-	if (revocations_has(daemon_revocations(), rq->rq_cf, rq->rq_jti)) {
+	if (revocations_has(c->cn_env->pe_revs, rq->rq_cf, rq->rq_jti)) {
 		rq->rq_reason = REASON_TOKEN_REVOKED;
 		conn_close(c, "tunnel token revoked");
 		return -1;
@@ -2129,7 +2130,7 @@ tunnel_event_cb(struct bufferevent *bev, short what, void *arg)
 		 * One side's read timeout: the tunnel is idle only if the
 		 * other direction was quiet too (a download sends nothing up).
 		 */
-		double quiet = elapsed_s(&rq->rq_active) * 1000.0;
+		double quiet = elapsed_s(c, &rq->rq_active) * 1000.0;
 
 		if (!(what & BEV_EVENT_WRITING) && !rq->rq_eof[side] &&
 		    quiet < (double)rq->rq_cf->cf_limits.idle_timeout_ms) {
@@ -2162,7 +2163,7 @@ conn_tunnel_ready_cb(struct upconn *uc, enum reason r, void *arg)
 	rq->rq_up = uc;
 	/* A revocation that arrived while connecting still counts. */
 	if (r == REASON_OK && rq->rq_jti[0] != '\0' &&
-	    revocations_has(daemon_revocations(), rq->rq_cf, rq->rq_jti))
+	    revocations_has(c->cn_env->pe_revs, rq->rq_cf, rq->rq_jti))
 		r = REASON_TOKEN_REVOKED;
 	if (r != REASON_OK) {
 		conn_deny(c, r, 0);
@@ -2170,7 +2171,7 @@ conn_tunnel_ready_cb(struct upconn *uc, enum reason r, void *arg)
 	}
 	ub = upconn_bev(uc);
 	upconn_addr(uc, rq->rq_upaddr, sizeof(rq->rq_upaddr));
-	event_base_gettimeofday_cached(conn_base, &rq->rq_active);
+	event_base_gettimeofday_cached(c->cn_env->pe_base, &rq->rq_active);
 	if (evbuffer_add(out, "HTTP/1.1 200 Connection established\r\n\r\n",
 		39) == -1) {
 		conn_deny(c, REASON_INTERNAL_ERROR, 0);
@@ -2328,21 +2329,21 @@ conn_client_event_cb(struct bufferevent *bev, short what, void *arg)
 }
 
 int
-conn_accept(struct event_base *base, int fd, size_t listener_idx,
+conn_accept(struct proxy_env *env, int fd, size_t listener_idx,
     const struct sockaddr *peer, socklen_t peerlen)
 {
-	struct config *cf = daemon_config();
-	const struct limits *l = &cf->cf_limits;
+	struct event_base *base = env->pe_base;
+	const struct limits *l = &env->pe_cf->cf_limits;
 	struct conn *c;
 	struct timeval idle, head;
 	int one = 1;
 
-	conn_base = base;
-	clients_init(base);
+	clients_init(env);
 	if ((c = calloc(1, sizeof(*c))) == NULL) {
 		close(fd);
 		return -1;
 	}
+	c->cn_env = env;
 	c->cn_listener = listener_idx;
 	if (peerlen <= sizeof(c->cn_peer))
 		memcpy(&c->cn_peer, peer, peerlen);
@@ -2385,16 +2386,16 @@ conn_accept(struct event_base *base, int fd, size_t listener_idx,
 }
 
 void
-conn_refuse(int fd, size_t listener_idx, const struct sockaddr *peer,
-    int per_client)
+conn_refuse(struct proxy_env *env, int fd, size_t listener_idx,
+    const struct sockaddr *peer, int per_client)
 {
-	struct config *cf = daemon_config();
+	struct config *cf = env->pe_cf;
 	const struct listener_conf *lc = listener_idx < cf->cf_nlisteners ?
 	    &cf->cf_listeners[listener_idx] :
 	    NULL;
 	const enum reason r = REASON_TOO_MANY_CONNECTIONS;
 	struct evbuffer *b = evbuffer_new();
-	struct audit *a = daemon_audit();
+	struct audit *a = env->pe_audit;
 	char client[ADDR_STR_LEN], id[CLIENTS_ID_LEN], msg[DENY_MSG_MAX];
 	struct clients_refusal cr;
 

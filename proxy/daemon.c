@@ -2,7 +2,9 @@
  * The daemon: "sluice run" and "sluice check". Start-up in the order of
  * DESIGN.md (load and validate, keys, netpolicy, listeners, audit, drop
  * privileges, ready), each step fail-closed; then signals (reload, drain,
- * audit reopen) and the shared state other files reach through daemon_*().
+ * audit reopen). The shared state is one struct proxy_env, owned here and
+ * handed to the listeners, connections, netguard and the admin socket:
+ * nothing outside this file (and main.c) calls into it.
  */
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -34,70 +36,27 @@
 
 #define DAEMON_TOKEN_CACHE 4096 /* verified tokens kept */
 
-static struct event_base *d_base;
-static struct config *d_cf; /* the current policy */
+static struct proxy_env d_env; /* base, current policy, audit, state */
 static char *d_path;
-static struct audit *d_audit;
-static struct revocations *d_revs;
-static struct budget *d_budget;
-static struct token_cache *d_cache;
 static struct event *d_drain_ev;
 static struct event *d_prune_ev;
 static time_t d_started;
-static int d_draining;
 static uint64_t d_reloads, d_reload_failures;
 
-struct config *
-daemon_config(void)
+/* Append "key value" status lines (admin "status"). */
+static void
+daemon_status(void *arg, struct evbuffer *out)
 {
-	return d_cf;
-}
-
-struct audit *
-daemon_audit(void)
-{
-	return d_audit;
-}
-
-struct revocations *
-daemon_revocations(void)
-{
-	return d_revs;
-}
-
-struct budget *
-daemon_budget(void)
-{
-	return d_budget;
-}
-
-struct token_cache *
-daemon_token_cache(void)
-{
-	return d_cache;
-}
-
-int64_t
-daemon_now(void)
-{
-	struct timeval tv;
-
-	if (d_base == NULL || event_base_gettimeofday_cached(d_base, &tv) == -1)
-		return (int64_t)time(NULL);
-	return (int64_t)tv.tv_sec;
-}
-
-void
-daemon_status(struct evbuffer *out)
-{
+	const struct proxy_env *env = arg;
+	const struct config *cf = env->pe_cf;
 	char hex[65];
 	size_t i;
 	uint64_t hits = 0, misses = 0;
 
 	for (i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", d_cf->cf_sha256[i]);
-	if (d_cache != NULL)
-		token_cache_stats(d_cache, &hits, &misses);
+		snprintf(hex + 2 * i, 3, "%02x", cf->cf_sha256[i]);
+	if (env->pe_cache != NULL)
+		token_cache_stats(env->pe_cache, &hits, &misses);
 	evbuffer_add_printf(out,
 	    "version %s\n"
 	    "uptime_s %lld\n"
@@ -113,9 +72,9 @@ daemon_status(struct evbuffer *out)
 	    "token_cache_hits %llu\n"
 	    "token_cache_misses %llu\n",
 	    SLUICE_VERSION, (long long)(time(NULL) - d_started), hex,
-	    (unsigned long long)d_cf->cf_gen, d_cf->cf_nlisteners,
-	    d_cf->cf_nroutes, conn_count(), d_draining,
-	    d_audit != NULL && audit_failed(d_audit),
+	    (unsigned long long)cf->cf_gen, cf->cf_nlisteners, cf->cf_nroutes,
+	    conn_count(), env->pe_draining,
+	    env->pe_audit != NULL && audit_failed(env->pe_audit),
 	    (unsigned long long)d_reloads,
 	    (unsigned long long)d_reload_failures, (unsigned long long)hits,
 	    (unsigned long long)misses);
@@ -426,20 +385,20 @@ daemon_reload(void)
 	struct config *n;
 	char why[1024];
 
-	if (d_draining)
+	if (d_env.pe_draining)
 		return;
 	snprintf(why, sizeof(why), "%s: reload failed", d_path);
-	if ((n = config_load(d_path, d_cf, why, sizeof(why))) == NULL ||
-	    reload_compatible(d_cf, n, why, sizeof(why)) == -1)
+	if ((n = config_load(d_path, d_env.pe_cf, why, sizeof(why))) == NULL ||
+	    reload_compatible(d_env.pe_cf, n, why, sizeof(why)) == -1)
 		goto refused;
 	if (upstream_attach(n) == -1) {
 		snprintf(why, sizeof(why), "%s: upstreams: out of memory",
 		    d_path);
 		goto refused;
 	}
-	if (d_audit != NULL &&
-	    (an = audit_prepare(d_audit, &n->cf_audit, why, sizeof(why))) ==
-		NULL)
+	if (d_env.pe_audit != NULL &&
+	    (an = audit_prepare(d_env.pe_audit, &n->cf_audit, why,
+		 sizeof(why))) == NULL)
 		goto refused;
 	if (netguard_prepare(n, &rs, why, sizeof(why)) == -1)
 		goto refused;
@@ -449,20 +408,21 @@ daemon_reload(void)
 		rs = NULL;
 		goto refused;
 	}
-	audit_apply(d_audit, an);
+	audit_apply(d_env.pe_audit, an);
 	if (dns_setup(n, why, sizeof(why)) == -1)
 		log_warnx("reload: %s (resolvers unchanged)", why);
-	config_unref(d_cf);
-	d_cf = n;
+	config_unref(d_env.pe_cf);
+	d_env.pe_cf = n;
 	d_reloads++;
 	/* In force: only now may a newly read key's file go. */
-	if (config_unlink_keys(d_cf, why, sizeof(why)) == -1)
+	if (config_unlink_keys(d_env.pe_cf, why, sizeof(why)) == -1)
 		log_warnx("reload: %s", why);
-	metrics_configure(d_cf);
-	audit_policy_event(d_audit, "policy.reload", d_cf->cf_sha256, NULL);
+	metrics_configure(d_env.pe_cf);
+	audit_policy_event(d_env.pe_audit, "policy.reload",
+	    d_env.pe_cf->cf_sha256, NULL);
 	metrics_reload(1);
 	log_info("policy reloaded (generation %llu)",
-	    (unsigned long long)d_cf->cf_gen);
+	    (unsigned long long)d_env.pe_cf->cf_gen);
 	return;
 
 refused:
@@ -472,16 +432,33 @@ refused:
 	config_unref(n);
 	d_reload_failures++;
 	log_warnx("reload refused: %s", why);
-	audit_policy_event(d_audit, "policy.reload_failed",
+	audit_policy_event(d_env.pe_audit, "policy.reload_failed",
 	    file_sha256(d_path, sha) == 0 ? sha : NULL, why);
 	metrics_reload(0);
 }
 
-void
-daemon_request_reload(void)
+static void
+admin_reload_cb(void *arg)
 {
+	(void)arg;
+	log_info("admin: reload requested");
 	daemon_reload();
 }
+
+static int
+admin_revoke_cb(void *arg, const char *jti, uid_t uid, char *why, size_t whylen)
+{
+	struct proxy_env *env = arg;
+
+	return admin_revoke(env->pe_revs, env->pe_audit, jti, uid, why, whylen);
+}
+
+static const struct admin_ops daemon_admin_ops = {
+	.ao_status = daemon_status,
+	.ao_reload = admin_reload_cb,
+	.ao_revoke = admin_revoke_cb,
+	.ao_arg = &d_env,
+};
 
 static void
 drain_check_cb(evutil_socket_t fd, short what, void *arg)
@@ -492,14 +469,14 @@ drain_check_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	gettimeofday(&now, NULL);
 	if (conn_count() == 0) {
-		event_base_loopexit(d_base, NULL);
+		event_base_loopexit(d_env.pe_base, NULL);
 		return;
 	}
 	if (timercmp(&now, deadline, >=)) {
 		log_warnx("drain timeout: closing %zu connections",
 		    conn_count());
 		conn_close_all();
-		event_base_loopexit(d_base, NULL);
+		event_base_loopexit(d_env.pe_base, NULL);
 	}
 }
 
@@ -508,11 +485,11 @@ daemon_drain(void)
 {
 	static struct timeval deadline;
 	struct timeval tick = { 0, 50000 }, d;
-	uint64_t ms = d_cf->cf_limits.drain_timeout_ms;
+	uint64_t ms = d_env.pe_cf->cf_limits.drain_timeout_ms;
 
-	if (d_draining)
+	if (d_env.pe_draining)
 		return;
-	d_draining = 1;
+	d_env.pe_draining = 1;
 	log_info("draining %zu connections", conn_count());
 	/* New connections are refused, not queued: close the sockets. */
 	listener_close_all();
@@ -522,9 +499,9 @@ daemon_drain(void)
 	d = sl_ms_tv(ms);
 	timeradd(&deadline, &d, &deadline);
 	d_drain_ev =
-	    event_new(d_base, -1, EV_PERSIST, drain_check_cb, &deadline);
+	    event_new(d_env.pe_base, -1, EV_PERSIST, drain_check_cb, &deadline);
 	if (d_drain_ev == NULL || event_add(d_drain_ev, &tick) == -1)
-		event_base_loopexit(d_base, NULL);
+		event_base_loopexit(d_env.pe_base, NULL);
 }
 
 static void
@@ -537,7 +514,7 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
 		daemon_reload();
 		break;
 	case SIGUSR1:
-		if (audit_reopen(d_audit) == -1)
+		if (audit_reopen(d_env.pe_audit) == -1)
 			log_warnx(
 			    "audit: reopen failed; still on the old file");
 		break;
@@ -553,7 +530,7 @@ prune_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	(void)arg;
-	budget_prune(d_budget, daemon_now());
+	budget_prune(d_env.pe_budget, proxy_env_now(&d_env));
 }
 
 static void
@@ -771,36 +748,38 @@ cmd_run(int argc, char **argv)
 		return SL_EXIT_RUNTIME;
 	}
 	/* 1. Load and validate; key files are read as part of it. */
-	if ((d_cf = config_load(d_path, NULL, why, sizeof(why))) == NULL) {
+	if ((d_env.pe_cf = config_load(d_path, NULL, why, sizeof(why))) ==
+	    NULL) {
 		fprintf(stderr, "%s\n", why);
 		return SL_EXIT_INVALID;
 	}
-	warn_unprivileged_ports(d_cf);
-	if ((d_base = event_base_new()) == NULL || resolve_init(d_base) == -1)
+	warn_unprivileged_ports(d_env.pe_cf);
+	if ((d_env.pe_base = event_base_new()) == NULL ||
+	    resolve_init(d_env.pe_base) == -1)
 		fatalx("cannot create the event loop");
-	if (upstream_init(d_base, why, sizeof(why)) == -1 ||
-	    upstream_attach(d_cf) == -1)
+	if (upstream_init(d_env.pe_base, why, sizeof(why)) == -1 ||
+	    upstream_attach(d_env.pe_cf) == -1)
 		fatalx("%s", why[0] ? why : "upstream setup failed");
 	upstream_on_resolved(resolved_cb);
-	metrics_configure(d_cf);
+	metrics_configure(d_env.pe_cf);
 
 	/* 2. Kernel rules before any listener exists (fail-closed). */
-	use_np = d_cf->cf_np.np_mode != NETPOLICY_OFF && !o.no_netpolicy;
-	if (netguard_start(d_base, d_cf, use_np, why, sizeof(why)) == -1) {
+	use_np = d_env.pe_cf->cf_np.np_mode != NETPOLICY_OFF && !o.no_netpolicy;
+	if (netguard_start(&d_env, use_np, why, sizeof(why)) == -1) {
 		log_warnx("netpolicy: %s", why);
 		return SL_EXIT_RUNTIME;
 	}
 	/* 3. Listeners, state, audit, admin, metrics. */
-	if (listener_open_all(d_base, d_cf, why, sizeof(why)) == -1 ||
-	    prepare_state_dir(d_cf, why, sizeof(why)) == -1) {
+	if (listener_open_all(&d_env, why, sizeof(why)) == -1 ||
+	    prepare_state_dir(d_env.pe_cf, why, sizeof(why)) == -1) {
 		log_warnx("%s", why);
 		return SL_EXIT_RUNTIME;
 	}
-	if ((d_budget = budget_open(d_cf->cf_state_dir, why, sizeof(why))) ==
-		NULL ||
-	    (d_revs = revocations_open(d_cf->cf_state_dir, why, sizeof(why))) ==
-		NULL ||
-	    (d_cache = token_cache_new(DAEMON_TOKEN_CACHE)) == NULL) {
+	if ((d_env.pe_budget = budget_open(d_env.pe_cf->cf_state_dir, why,
+		 sizeof(why))) == NULL ||
+	    (d_env.pe_revs = revocations_open(d_env.pe_cf->cf_state_dir, why,
+		 sizeof(why))) == NULL ||
+	    (d_env.pe_cache = token_cache_new(DAEMON_TOKEN_CACHE)) == NULL) {
 		log_warnx("state_dir: %s", why);
 		return SL_EXIT_RUNTIME;
 	}
@@ -808,26 +787,29 @@ cmd_run(int argc, char **argv)
 	/* A measurement build (CMake SLUICE_BENCH_NO_AUDIT): no audit log. */
 	log_warnx("measurement build without an audit log: not for use");
 #else
-	if ((d_audit = audit_open(&d_cf->cf_audit, d_cf->cf_state_dir, d_base,
-		 why, sizeof(why))) == NULL) {
+	if ((d_env.pe_audit = audit_open(&d_env.pe_cf->cf_audit,
+		 d_env.pe_cf->cf_state_dir, d_env.pe_base, why, sizeof(why))) ==
+	    NULL) {
 		log_warnx("audit: %s", why);
 		return SL_EXIT_RUNTIME;
 	}
 #endif
 	/* lchown: never the target of a link planted at the path. */
-	if (d_audit != NULL && d_cf->cf_user != NULL && geteuid() == 0 &&
-	    lchown(d_cf->cf_audit.ac_path, d_cf->cf_uid, d_cf->cf_gid) == -1)
-		log_warn("audit: chown %s", d_cf->cf_audit.ac_path);
-	if (d_cf->cf_admin_socket != NULL &&
-	    admin_open(d_base, d_cf->cf_admin_socket,
-		d_cf->cf_user != NULL ? d_cf->cf_uid : geteuid(), why,
-		sizeof(why)) == -1) {
+	if (d_env.pe_audit != NULL && d_env.pe_cf->cf_user != NULL &&
+	    geteuid() == 0 &&
+	    lchown(d_env.pe_cf->cf_audit.ac_path, d_env.pe_cf->cf_uid,
+		d_env.pe_cf->cf_gid) == -1)
+		log_warn("audit: chown %s", d_env.pe_cf->cf_audit.ac_path);
+	if (d_env.pe_cf->cf_admin_socket != NULL &&
+	    admin_open(d_env.pe_base, d_env.pe_cf->cf_admin_socket,
+		d_env.pe_cf->cf_user != NULL ? d_env.pe_cf->cf_uid : geteuid(),
+		&daemon_admin_ops, why, sizeof(why)) == -1) {
 		log_warnx("admin.socket: %s", why);
 		return SL_EXIT_RUNTIME;
 	}
-	if (d_cf->cf_metrics_listen != NULL &&
-	    metrics_listen(d_base, d_cf->cf_metrics_listen, why, sizeof(why)) ==
-		-1) {
+	if (d_env.pe_cf->cf_metrics_listen != NULL &&
+	    metrics_listen(d_env.pe_base, d_env.pe_cf->cf_metrics_listen, why,
+		sizeof(why)) == -1) {
 		log_warnx("metrics.listen: %s", why);
 		return SL_EXIT_RUNTIME;
 	}
@@ -837,48 +819,50 @@ cmd_run(int argc, char **argv)
 	 * them (before the privilege drop), and never earlier (a start that
 	 * fails must leave them for the next one).
 	 */
-	if (config_unlink_keys(d_cf, why, sizeof(why)) == -1) {
+	if (config_unlink_keys(d_env.pe_cf, why, sizeof(why)) == -1) {
 		log_warnx("%s", why);
 		return SL_EXIT_RUNTIME;
 	}
 	ready_fd = -1;
-	if (d_cf->cf_ready_file != NULL &&
-	    (ready_fd = ready_open(d_cf, why, sizeof(why))) == -1) {
+	if (d_env.pe_cf->cf_ready_file != NULL &&
+	    (ready_fd = ready_open(d_env.pe_cf, why, sizeof(why))) == -1) {
 		log_warnx("%s", why);
 		return SL_EXIT_RUNTIME;
 	}
-	warn_unreadable_after_drop(d_cf);
+	warn_unreadable_after_drop(d_env.pe_cf);
 	/* 4. Drop privileges; then the resolver's sockets are ours. */
-	if (drop_privileges(d_cf, use_np, why, sizeof(why)) == -1 ||
-	    dns_setup(d_cf, why, sizeof(why)) == -1) {
+	if (drop_privileges(d_env.pe_cf, use_np, why, sizeof(why)) == -1 ||
+	    dns_setup(d_env.pe_cf, why, sizeof(why)) == -1) {
 		log_warnx("%s", why);
 		return SL_EXIT_RUNTIME;
 	}
 	for (i = 0; i < SL_NELEM(sigs); i++) {
-		sigev[i] = evsignal_new(d_base, sigs[i], signal_cb, NULL);
+		sigev[i] =
+		    evsignal_new(d_env.pe_base, sigs[i], signal_cb, NULL);
 		if (sigev[i] == NULL || evsignal_add(sigev[i], NULL) == -1)
 			fatalx("cannot watch signal %d", sigs[i]);
 	}
-	d_prune_ev = event_new(d_base, -1, EV_PERSIST, prune_cb, NULL);
+	d_prune_ev = event_new(d_env.pe_base, -1, EV_PERSIST, prune_cb, NULL);
 	if (d_prune_ev == NULL || event_add(d_prune_ev, &hour) == -1)
 		fatalx("cannot arm the budget prune timer");
-	budget_prune(d_budget, daemon_now());
+	budget_prune(d_env.pe_budget, proxy_env_now(&d_env));
 
-	audit_begin(d_audit, "daemon.start");
-	audit_add_cstr(d_audit, "version", SLUICE_VERSION);
-	audit_add_int(d_audit, "pid", (int64_t)getpid());
-	(void)audit_commit(d_audit);
-	audit_policy_event(d_audit, "policy.load", d_cf->cf_sha256, NULL);
+	audit_begin(d_env.pe_audit, "daemon.start");
+	audit_add_cstr(d_env.pe_audit, "version", SLUICE_VERSION);
+	audit_add_int(d_env.pe_audit, "pid", (int64_t)getpid());
+	(void)audit_commit(d_env.pe_audit);
+	audit_policy_event(d_env.pe_audit, "policy.load",
+	    d_env.pe_cf->cf_sha256, NULL);
 
 	/* 5. Ready. */
 	write_ready(ready_fd);
-	event_base_dispatch(d_base);
+	event_base_dispatch(d_env.pe_base);
 	/* No longer serving: a supervisor must not find our pid now. */
 	ready_remove();
 
-	audit_begin(d_audit, "daemon.stop");
-	audit_add_int(d_audit, "pid", (int64_t)getpid());
-	(void)audit_commit(d_audit);
+	audit_begin(d_env.pe_audit, "daemon.stop");
+	audit_add_int(d_env.pe_audit, "pid", (int64_t)getpid());
+	(void)audit_commit(d_env.pe_audit);
 	log_info("stopped");
 	for (i = 0; i < SL_NELEM(sigs); i++)
 		event_free(sigev[i]);
@@ -887,22 +871,22 @@ cmd_run(int argc, char **argv)
 	event_free(d_prune_ev);
 	listener_close_all();
 	conn_close_all();
-	netguard_stop(d_cf);
+	netguard_stop(d_env.pe_cf);
 	metrics_close();
 	admin_close();
-	audit_close(d_audit);
-	d_audit = NULL;
-	token_cache_free(d_cache);
-	revocations_close(d_revs);
-	budget_close(d_budget);
-	config_unref(d_cf);
+	audit_close(d_env.pe_audit);
+	d_env.pe_audit = NULL;
+	token_cache_free(d_env.pe_cache);
+	revocations_close(d_env.pe_revs);
+	budget_close(d_env.pe_budget);
+	config_unref(d_env.pe_cf);
 	/*
 	 * Connections are freed from the loop: run it once more, so their
 	 * policies (and upstreams, with any DNS query) go before the resolver.
 	 */
-	event_base_loop(d_base, EVLOOP_NONBLOCK);
+	event_base_loop(d_env.pe_base, EVLOOP_NONBLOCK);
 	resolve_shutdown();
-	event_base_free(d_base);
+	event_base_free(d_env.pe_base);
 	free(d_path);
 	return SL_EXIT_OK;
 }

@@ -22,6 +22,7 @@
 #define LISTENER_ACCEPT_MAX 128 /* accepts per callback */
 
 struct listener {
+	struct proxy_env *li_env; /* what its connections are accepted into */
 	int li_fd;
 	size_t li_idx; /* index into cf_listeners */
 	struct event *li_ev;
@@ -32,7 +33,6 @@ struct listener {
 static struct listener *listeners;
 static size_t nlisteners;
 static struct event *backoff_ev;
-static struct event_base *listener_base;
 
 static void
 listener_backoff_cb(evutil_socket_t fd, short what, void *arg)
@@ -47,7 +47,8 @@ static void
 listener_accept_cb(evutil_socket_t lfd, short what, void *arg)
 {
 	struct listener *li = arg;
-	const struct limits *l = &daemon_config()->cf_limits;
+	struct proxy_env *env = li->li_env;
+	const struct limits *l = &env->pe_cf->cf_limits;
 	struct sockaddr_storage ss;
 	socklen_t len;
 	int fd, i;
@@ -71,24 +72,26 @@ listener_accept_cb(evutil_socket_t lfd, short what, void *arg)
 			return;
 		}
 		if (conn_count() >= l->max_connections)
-			conn_refuse(fd, li->li_idx, (struct sockaddr *)&ss, 0);
+			conn_refuse(env, fd, li->li_idx, (struct sockaddr *)&ss,
+			    0);
 		else if (clients_conns((struct sockaddr *)&ss) >=
 		    l->per_client_connections)
-			conn_refuse(fd, li->li_idx, (struct sockaddr *)&ss, 1);
-		else if (conn_accept(listener_base, fd, li->li_idx,
+			conn_refuse(env, fd, li->li_idx, (struct sockaddr *)&ss,
+			    1);
+		else if (conn_accept(env, fd, li->li_idx,
 			     (struct sockaddr *)&ss, len) == -1)
 			log_warnx("accept: out of memory"); /* fd is closed */
 	}
 }
 
 int
-listener_open_all(struct event_base *base, const struct config *cf, char *why,
-    size_t whylen)
+listener_open_all(struct proxy_env *env, char *why, size_t whylen)
 {
+	struct event_base *base = env->pe_base;
+	const struct config *cf = env->pe_cf;
 	size_t i;
 	int one = 1;
 
-	listener_base = base;
 	if ((listeners = calloc(cf->cf_nlisteners, sizeof(*listeners))) ==
 	    NULL) {
 		snprintf(why, whylen, "out of memory");
@@ -103,6 +106,7 @@ listener_open_all(struct event_base *base, const struct config *cf, char *why,
 		const struct listener_conf *lc = &cf->cf_listeners[i];
 		struct listener *li = &listeners[i];
 
+		li->li_env = env;
 		li->li_idx = i;
 		li->li_addr = lc->lc_addr;
 		li->li_addrlen = lc->lc_addrlen;

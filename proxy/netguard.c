@@ -57,6 +57,7 @@ struct ng_agg {
 /* Owned by this file; one daemon, one event loop. */
 static struct {
 	int enabled;
+	const struct proxy_env *env; /* base, and the audit writer */
 	struct event_base *base;
 	struct np_ruleset *want; /* the desired ruleset (static part) */
 	char table[NP_NAME_MAX];
@@ -216,7 +217,7 @@ ng_apply(struct np_ruleset *want, char *why, size_t whylen)
 static void
 ng_audit_np(const char *event, const char *error, size_t ndiff)
 {
-	struct audit *a = daemon_audit();
+	struct audit *a = ng.env != NULL ? ng.env->pe_audit : NULL;
 
 	if (a == NULL)
 		return;
@@ -339,7 +340,7 @@ ng_verify_cb(evutil_socket_t fd, short what, void *arg)
 static void
 ng_agg_flush(void)
 {
-	struct audit *a = daemon_audit();
+	struct audit *a = ng.env != NULL ? ng.env->pe_audit : NULL;
 	uint64_t total = ng.agg_suppressed;
 	char pbuf[8];
 	size_t i;
@@ -476,12 +477,15 @@ ng_nflog_start(uint16_t group)
 }
 
 int
-netguard_start(struct event_base *base, const struct config *cf, int enabled,
-    char *why, size_t whylen)
+netguard_start(const struct proxy_env *env, int enabled, char *why,
+    size_t whylen)
 {
 	struct timeval every = { NG_VERIFY_SECS, 0 }, now = { 0, 0 };
+	struct event_base *base = env->pe_base;
+	const struct config *cf = env->pe_cf;
 
 	memset(&ng, 0, sizeof(ng));
+	ng.env = env;
 	ng.base = base;
 	ng.mode = cf->cf_np.np_mode;
 	snprintf(ng.table, sizeof(ng.table), "%s", cf->cf_np.np_table);

@@ -49,6 +49,33 @@ sl_ms_tv(uint64_t ms)
 	return tv;
 }
 
+/*
+ * env.c: what the daemon shares with the parts it runs, handed to them
+ * explicitly (relayd: a session reaches its configuration through what it
+ * was accepted on). Owned by daemon.c; listener.c, conn.c, clients.c and
+ * netguard.c keep a pointer and read the members when they need them, so
+ * a member daemon.c opens or swaps later is seen there. pe_cf is the
+ * current policy (borrowed): daemon.c swaps it at reload, and a request
+ * takes a snapshot of it with config_ref(). pe_audit may be NULL (no
+ * audit log yet, or a measurement build).
+ */
+struct audit;
+struct revocations;
+struct budget;
+struct token_cache;
+
+struct proxy_env {
+	struct event_base *pe_base;
+	struct config *pe_cf;
+	struct audit *pe_audit;
+	struct revocations *pe_revs;
+	struct budget *pe_budget;
+	struct token_cache *pe_cache;
+	int pe_draining; /* SIGTERM/SIGINT: no new connections */
+};
+/* Wall clock, seconds: pe_base's cached time inside a callback. */
+int64_t proxy_env_now(const struct proxy_env *);
+
 /* addr.c: "addr:port" text of an IPv4 or IPv6 socket address. */
 #define ADDR_STR_LEN 56 /* enough for "[v6]:port" and the NUL */
 size_t addr_str(const struct sockaddr *, char *buf, size_t len);
@@ -652,16 +679,28 @@ int unixsock_listen(const char *path, mode_t mode, uid_t owner, char *why,
  */
 #define ADMIN_LINE_MAX 512 /* bytes of a command line, newline included */
 
-int admin_open(struct event_base *, const char *path, uid_t owner, char *why,
-    size_t whylen);
-void admin_close(void);
-/* What a command does; admin_open() uses the daemon's (daemon.c, revoke.c). */
+/*
+ * What a command does, with ao_arg passed to each operation; the daemon
+ * gives its own (daemon.c), the unit tests fakes.
+ */
 struct admin_ops {
-	void (*ao_status)(struct evbuffer *out);
-	void (*ao_reload)(void);
+	void (*ao_status)(void *arg, struct evbuffer *out);
+	void (*ao_reload)(void *arg);
 	/* Revoke jti for peer uid; 0, or -1 with why set. */
-	int (*ao_revoke)(const char *jti, uid_t uid, char *why, size_t whylen);
+	int (*ao_revoke)(void *arg, const char *jti, uid_t uid, char *why,
+	    size_t whylen);
+	void *ao_arg;
 };
+/* Serve ops (kept until admin_close()) on the socket at path. */
+int admin_open(struct event_base *, const char *path, uid_t owner,
+    const struct admin_ops *ops, char *why, size_t whylen);
+void admin_close(void);
+/*
+ * The revoke operation of the daemon: persist jti in revs, then leave a
+ * token.revoke line in a (may be NULL). 0, or -1 with why set.
+ */
+int admin_revoke(struct revocations *revs, struct audit *a, const char *jti,
+    uid_t uid, char *why, size_t whylen);
 /*
  * Run one command line (without its newline) from peer uid and append the
  * answer lines to out. Returns 0 when the command succeeded, -1 otherwise
@@ -675,8 +714,7 @@ int admin_dispatch(const struct admin_ops *, const char *line, size_t len,
  * rebind: listener addresses must stay the same), accept with EMFILE
  * back-off and the max_connections limit.
  */
-int listener_open_all(struct event_base *, const struct config *, char *why,
-    size_t whylen);
+int listener_open_all(struct proxy_env *, char *why, size_t whylen);
 void listener_enable_all(int on);
 void listener_close_all(void);
 /* Non-zero when the policy's listeners are those bound (for reloads). */
@@ -686,15 +724,18 @@ int listener_same(const struct config *);
  * conn.c: one client connection: request heads, the decision, streaming to
  * and from the upstream, CONNECT tunnels, denial responses.
  */
-/* Takes fd (closed on failure). Returns 0, or -1 out of memory. */
-int conn_accept(struct event_base *, int fd, size_t listener_idx,
+/*
+ * Takes fd (closed on failure); the conn keeps env. Returns 0, or -1 out
+ * of memory.
+ */
+int conn_accept(struct proxy_env *, int fd, size_t listener_idx,
     const struct sockaddr *peer, socklen_t peerlen);
 /*
  * Refuse a connection over max_connections, or over per_client_connections
  * when per_client is non-zero (503), and close it.
  */
-void conn_refuse(int fd, size_t listener_idx, const struct sockaddr *peer,
-    int per_client);
+void conn_refuse(struct proxy_env *, int fd, size_t listener_idx,
+    const struct sockaddr *peer, int per_client);
 size_t conn_count(void);
 /* Stop keep-alive: idle connections close now, busy ones after. */
 void conn_drain(void);
@@ -718,7 +759,8 @@ int deny_write(struct evbuffer *out, enum reason r, int reverse, int close,
  * audit log. Fixed-size or bounded by the open connections.
  */
 #define CLIENTS_ID_LEN 24 /* a request id and its NUL */
-void clients_init(struct event_base *);
+/* Aggregate lines go to env's audit writer, timed on its base. */
+void clients_init(const struct proxy_env *);
 uint64_t clients_conns(const struct sockaddr *);
 int clients_conn_add(const struct sockaddr *); /* -1: out of memory */
 void clients_conn_del(const struct sockaddr *);
@@ -745,19 +787,6 @@ void clients_flush(void);
 void clients_next_id(char *buf, size_t len);
 
 /*
- * daemon.c: the running daemon, as seen by admin.c and netguard.c.
- */
-struct config *daemon_config(void); /* borrowed: the current policy */
-struct audit *daemon_audit(void);
-struct revocations *daemon_revocations(void);
-struct budget *daemon_budget(void);
-struct token_cache *daemon_token_cache(void);
-void daemon_request_reload(void); /* as SIGHUP */
-/* Append "key value" status lines (version, uptime, policy sha256...). */
-void daemon_status(struct evbuffer *out);
-int64_t daemon_now(void); /* wall clock, seconds */
-
-/*
  * netguard.c: the daemon's side of the kernel rules (netpolicy/): apply
  * before any listener exists, re-verify every 30 s and at reload
  * (re-apply and a netpolicy.verify_failed event on drift), put the
@@ -766,14 +795,14 @@ int64_t daemon_now(void); /* wall clock, seconds */
  */
 struct np_ruleset;
 /*
- * Apply cf's ruleset (when enabled and the mode is not off), then start
- * the verify timer and the NFLOG subscriber on base. Returns 0, or -1
- * with why set when the rules could not be built or applied (the caller
- * exits: fail-closed). The netpolicy.apply event is written once the
- * audit log is open.
+ * Apply env->pe_cf's ruleset (when enabled and the mode is not off), then
+ * start the verify timer and the NFLOG subscriber on env->pe_base; env is
+ * kept (events go to its audit writer). Returns 0, or -1 with why set when
+ * the rules could not be built or applied (the caller exits: fail-closed).
+ * The netpolicy.apply event is written once the audit log is open.
  */
-int netguard_start(struct event_base *base, const struct config *cf,
-    int enabled, char *why, size_t whylen);
+int netguard_start(const struct proxy_env *env, int enabled, char *why,
+    size_t whylen);
 /*
  * Apply a reloaded policy's ruleset. Returns 0, or -1 with why set (the
  * reload is refused and the old rules stay): the mode and table cannot

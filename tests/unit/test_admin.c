@@ -1,9 +1,10 @@
 /*
  * The admin socket (proxy/admin.c): the command table through fake
- * operations, then the real socket in a temporary directory with the
- * daemon's functions stubbed here (daemon.c and revoke.c are not linked):
- * mode 0600, one command per connection, bounded lines, and the
- * token.revoke audit line a revocation leaves.
+ * operations, then the real socket in a temporary directory with
+ * operations of this test around admin_revoke(), a real revocations set
+ * and a real audit file (daemon.c is not linked): mode 0600, one command
+ * per connection, bounded lines, and the token.revoke audit line a
+ * revocation leaves (and a refused one does not).
  */
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -33,70 +34,79 @@ static int reloads;
 static char revoked[8][TOKEN_MAX_STR + 1];
 static size_t nrevoked;
 static uid_t revoked_uid;
-static struct audit *test_audit;
 
-/* Stubs of the daemon (daemon.c) and of revoke.c. */
-void
-daemon_status(struct evbuffer *out)
+/* Fake operations for admin_dispatch. */
+static void
+fake_status(void *arg, struct evbuffer *out)
 {
-	evbuffer_add_printf(out, "version %s\nuptime 5\n", SLUICE_VERSION);
+	assert_ptr_equal(arg, &reloads);
+	evbuffer_add_printf(out, "fake status\n");
 }
 
-void
-daemon_request_reload(void)
+static void
+fake_reload(void *arg)
 {
+	assert_ptr_equal(arg, &reloads);
 	reloads++;
 }
 
-struct revocations *
-daemon_revocations(void)
+static int
+fake_revoke(void *arg, const char *jti, uid_t uid, char *why, size_t whylen)
 {
-	return (struct revocations *)(uintptr_t)0x1;
-}
-
-struct audit *
-daemon_audit(void)
-{
-	return test_audit;
-}
-
-int
-revocations_add(struct revocations *r, const char *jti, char *why,
-    size_t whylen)
-{
-	assert_true(r == (struct revocations *)(uintptr_t)0x1);
+	assert_ptr_equal(arg, &reloads);
+	if (strcmp(jti, "bad") == 0) {
+		snprintf(why, whylen, "cannot persist");
+		return -1;
+	}
 	if (strcmp(jti, "fail-me") == 0) {
 		snprintf(why, whylen, "state_dir: no space\nforged line");
 		return -1;
 	}
+	revoked_uid = uid;
 	assert_true(nrevoked < SL_NELEM(revoked));
 	snprintf(revoked[nrevoked++], sizeof(revoked[0]), "%s", jti);
 	return 0;
 }
 
-/* Fake operations for admin_dispatch. */
+static const struct admin_ops fake_ops = {
+	.ao_status = fake_status,
+	.ao_reload = fake_reload,
+	.ao_revoke = fake_revoke,
+	.ao_arg = &reloads,
+};
+
+/* The socket's operations: what daemon.c gives, around admin_revoke(). */
+struct fake_daemon {
+	struct revocations *df_revs;
+	struct audit *df_audit;
+};
+
 static void
-fake_status(struct evbuffer *out)
+sock_status(void *arg, struct evbuffer *out)
 {
-	evbuffer_add_printf(out, "fake status\n");
+	(void)arg;
+	evbuffer_add_printf(out, "version %s\nuptime 5\n", SLUICE_VERSION);
+}
+
+static void
+sock_reload(void *arg)
+{
+	(void)arg;
+	reloads++;
 }
 
 static int
-fake_revoke(const char *jti, uid_t uid, char *why, size_t whylen)
+sock_revoke(void *arg, const char *jti, uid_t uid, char *why, size_t whylen)
 {
-	if (strcmp(jti, "bad") == 0) {
-		snprintf(why, whylen, "cannot persist");
-		return -1;
-	}
-	revoked_uid = uid;
-	return revocations_add(daemon_revocations(), jti, why, whylen);
-}
+	struct fake_daemon *df = arg;
 
-static const struct admin_ops fake_ops = {
-	.ao_status = fake_status,
-	.ao_reload = daemon_request_reload,
-	.ao_revoke = fake_revoke,
-};
+	if (admin_revoke(df->df_revs, df->df_audit, jti, uid, why, whylen) ==
+	    -1)
+		return -1;
+	assert_true(nrevoked < SL_NELEM(revoked));
+	snprintf(revoked[nrevoked++], sizeof(revoked[0]), "%s", jti);
+	return 0;
+}
 
 static int
 setup(void **state)
@@ -246,7 +256,14 @@ test_socket(void **state)
 {
 	struct event_base *base = event_base_new();
 	char dir[] = "/tmp/sluice-test-admin-XXXXXX";
-	char path[96], logpath[96], why[256] = "", *r, big[700];
+	char path[96], logpath[96], revpath[96], why[256] = "", *r, big[700];
+	struct fake_daemon df;
+	struct admin_ops ops = {
+		.ao_status = sock_status,
+		.ao_reload = sock_reload,
+		.ao_revoke = sock_revoke,
+		.ao_arg = &df,
+	};
 	struct audit_conf ac;
 	struct stat st;
 	FILE *f;
@@ -258,14 +275,19 @@ test_socket(void **state)
 	assert_non_null(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/admin.sock", dir);
 	snprintf(logpath, sizeof(logpath), "%s/audit.jsonl", dir);
+	snprintf(revpath, sizeof(revpath), "%s/revoked.admin", dir);
 	memset(&ac, 0, sizeof(ac));
 	ac.ac_path = logpath;
 	ac.ac_chain = 1;
 	ac.ac_fsync = AUDIT_FSYNC_NEVER;
-	test_audit = audit_open(&ac, NULL, NULL, why, sizeof(why));
-	assert_non_null(test_audit);
+	df.df_audit = audit_open(&ac, NULL, NULL, why, sizeof(why));
+	assert_non_null(df.df_audit);
+	df.df_revs = revocations_open(dir, why, sizeof(why));
+	assert_non_null(df.df_revs);
 
-	assert_int_equal(admin_open(base, path, getuid(), why, sizeof(why)), 0);
+	assert_int_equal(admin_open(base, path, getuid(), &ops, why,
+			     sizeof(why)),
+	    0);
 	assert_int_equal(stat(path, &st), 0);
 	assert_true(S_ISSOCK(st.st_mode));
 	assert_int_equal(st.st_mode & 0777, 0600);
@@ -283,8 +305,10 @@ test_socket(void **state)
 	assert_string_equal(r, "ok revoked run-42-jti\n");
 	assert_int_equal(nrevoked, 1);
 	free(r);
-	r = exchange(base, path, "revoke fail-me\n", 15);
-	assert_string_equal(r, "error: state_dir: no space\n");
+	/* Refused by the revocations set: no token.revoke line below. */
+	r = exchange(base, path, "revoke #fail-me\n", 16);
+	assert_string_equal(r, "error: jti starts with '#' (a comment)\n");
+	assert_int_equal(nrevoked, 1);
 	free(r);
 	/* Only the first line counts. */
 	r = exchange(base, path, "reload\nreload\n", 14);
@@ -312,9 +336,12 @@ test_socket(void **state)
 	assert_string_equal(r, "");
 	free(r);
 
-	/* The revocation left exactly one token.revoke line. */
-	audit_close(test_audit);
-	test_audit = NULL;
+	/* The revocation is in force and persisted. */
+	assert_true(revocations_has(df.df_revs, NULL, "run-42-jti"));
+	assert_false(revocations_has(df.df_revs, NULL, "#fail-me"));
+	revocations_close(df.df_revs);
+	/* It left exactly one token.revoke line. */
+	audit_close(df.df_audit);
 	f = fopen(logpath, "r");
 	assert_non_null(f);
 	while (fgets(line, sizeof(line), f) != NULL)
@@ -340,12 +367,14 @@ test_socket(void **state)
 		assert_true(fd >= 0);
 		close(fd);
 	}
-	assert_int_equal(admin_open(base, path, getuid(), why, sizeof(why)),
+	assert_int_equal(admin_open(base, path, getuid(), &ops, why,
+			     sizeof(why)),
 	    -1);
 	assert_non_null(strstr(why, "not a socket"));
 	assert_int_equal(lstat(path, &st), 0);
 	unlink(path);
 	unlink(logpath);
+	unlink(revpath);
 	rmdir(dir);
 	event_base_free(base);
 }

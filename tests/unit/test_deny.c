@@ -249,12 +249,15 @@ test_aggregate(void **state)
 {
 	struct event_base *base = event_base_new();
 	struct sockaddr_in a = v4("198.18.9.4", 1), b = v4("198.18.9.5", 1);
+	struct proxy_env env;
 	struct clients_refusal r;
 	int i;
 
 	(void)state;
 	assert_non_null(base);
-	clients_init(base);
+	memset(&env, 0, sizeof(env));
+	env.pe_base = base; /* no audit writer: lines are only counted */
+	clients_init(&env);
 	memset(&r, 0, sizeof(r));
 	r.cr_peer = (struct sockaddr *)&a;
 	r.cr_reason = REASON_TOKEN_MISSING;
@@ -289,6 +292,7 @@ test_aggregate(void **state)
 		assert_int_equal(clients_aggregate(&r), 1);
 	}
 	clients_flush();
+	clients_init(NULL);
 	event_base_free(base);
 }
 

@@ -1,0 +1,419 @@
+/*
+ * A connection (proxy/conn.c) driven through a socketpair, with a real
+ * struct proxy_env around it: a policy loaded from a temporary file, the
+ * audit log in a temporary directory, real revocations, budget and token
+ * cache. No daemon, no listener, no upstream: what is refused before any
+ * upstream is involved, answered and written to the audit log once.
+ */
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <cjson/cJSON.h>
+#include <event2/event.h>
+
+#include "proxy/proxy.h"
+
+static char dir[] = "/tmp/sluice-test-conn-XXXXXX";
+static char path_key[96], path_policy[96], path_audit[96];
+static struct proxy_env env;
+
+static void
+write_file(const char *path, const char *s, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, s, strlen(s)), (ssize_t)strlen(s));
+	assert_int_equal(fchmod(fd, mode), 0);
+	close(fd);
+}
+
+/*
+ * Write the test policy, route "a" (hosts a.test) with route_extra among
+ * its keys, and load it (prev: the policy in force, may be NULL).
+ */
+static struct config *
+load_policy(const char *route_extra, const struct config *prev)
+{
+	char policy[2048], why[1024] = "";
+	struct config *cf;
+
+	snprintf(policy, sizeof(policy),
+	    "{\"listeners\":[{\"name\":\"fwd\",\"type\":\"forward\","
+	    "\"listen\":\"127.0.0.1:3128\"}],"
+	    "\"tokens\":{\"keys\":[{\"alg\":\"HS256\",\"secret_file\":"
+	    "\"%s\"}]},"
+	    "\"routes\":[{\"audience\":\"a\",\"hosts\":[\"a.test\"],%s"
+	    "\"upstream\":{\"url\":\"http://198.18.0.2/\","
+	    "\"allow_plaintext\":true}}],"
+	    "\"audit\":{\"path\":\"%s\",\"fsync\":\"never\"},"
+	    "\"netpolicy\":{\"mode\":\"off\"},\"state_dir\":\"%s\"}",
+	    path_key, route_extra, path_audit, dir);
+	write_file(path_policy, policy, 0644);
+	if ((cf = config_load(path_policy, prev, why, sizeof(why))) == NULL)
+		fail_msg("config_load: %s", why);
+	return cf;
+}
+
+static int
+setup(void **state)
+{
+	char why[1024] = "";
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path_key, sizeof(path_key), "%s/hs.key", dir);
+	snprintf(path_policy, sizeof(path_policy), "%s/policy.json", dir);
+	snprintf(path_audit, sizeof(path_audit), "%s/audit.jsonl", dir);
+	write_file(path_key, "test-conn-secret-0123456789abcdef\n", 0600);
+
+	memset(&env, 0, sizeof(env));
+	assert_non_null(env.pe_base = event_base_new());
+	/* methods: the default, ["POST"]. */
+	env.pe_cf = load_policy("", NULL);
+	env.pe_audit = audit_open(&env.pe_cf->cf_audit, dir, env.pe_base, why,
+	    sizeof(why));
+	if (env.pe_audit == NULL)
+		fail_msg("audit_open: %s", why);
+	assert_non_null(env.pe_revs = revocations_open(dir, why, sizeof(why)));
+	assert_non_null(env.pe_budget = budget_open(dir, why, sizeof(why)));
+	assert_non_null(env.pe_cache = token_cache_new(16));
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	(void)state;
+	conn_close_all();
+	/* Connections are freed from the loop. */
+	event_base_loop(env.pe_base, EVLOOP_NONBLOCK);
+	clients_init(NULL);
+	if (env.pe_audit != NULL)
+		audit_close(env.pe_audit);
+	token_cache_free(env.pe_cache);
+	revocations_close(env.pe_revs);
+	budget_close(env.pe_budget);
+	config_unref(env.pe_cf);
+	event_base_free(env.pe_base);
+	memset(&env, 0, sizeof(env));
+	unlink(path_key);
+	unlink(path_policy);
+	unlink(path_audit);
+	{
+		static const char *const left[] = { "audit.head", "budget.db",
+			"revoked.admin" };
+		char p[128];
+		size_t i;
+
+		for (i = 0; i < SL_NELEM(left); i++) {
+			snprintf(p, sizeof(p), "%s/%s", dir, left[i]);
+			(void)unlink(p);
+		}
+	}
+	assert_int_equal(rmdir(dir), 0);
+	memcpy(dir + strlen(dir) - 6, "XXXXXX", 6);
+	return 0;
+}
+
+/* A new connection from 198.18.0.<host>; returns the client's end. */
+static int
+connect_one(int host)
+{
+	struct sockaddr_in peer;
+	int sv[2];
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0,
+			     sv),
+	    0);
+	memset(&peer, 0, sizeof(peer));
+	peer.sin_family = AF_INET;
+	peer.sin_port = htons(40000);
+	peer.sin_addr.s_addr = htonl(0xc6120000u | (uint32_t)host);
+	assert_int_equal(conn_accept(&env, sv[0], 0, (struct sockaddr *)&peer,
+			     sizeof(peer)),
+	    0);
+	return sv[1];
+}
+
+/*
+ * Send req, then run the loop and read until one whole response (its
+ * head and Content-Length body) is in buf, or until EOF when want_eof.
+ * Returns the bytes read; *eof says whether the connection was closed.
+ */
+static size_t
+roundtrip(int fd, const char *req, char *buf, size_t cap, int want_eof,
+    int *eof)
+{
+	struct timespec start, now;
+	size_t got = 0;
+	ssize_t n;
+
+	*eof = 0;
+	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		const char *end, *cl;
+
+		event_base_loop(env.pe_base, EVLOOP_NONBLOCK);
+		n = read(fd, buf + got, cap - 1 - got);
+		if (n == 0 || (n == -1 && errno == ECONNRESET)) {
+			*eof = 1;
+			break;
+		}
+		if (n > 0) {
+			got += (size_t)n;
+			assert_true(got < cap - 1);
+			buf[got] = '\0';
+			if (want_eof)
+				continue;
+			if ((end = strstr(buf, "\r\n\r\n")) != NULL &&
+			    (cl = strstr(buf, "Content-Length: ")) != NULL &&
+			    cl < end &&
+			    got >= (size_t)(end + 4 - buf) +
+				    strtoul(cl + 16, NULL, 10))
+				break;
+			continue;
+		}
+		assert_true(errno == EAGAIN);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec - start.tv_sec > 5)
+			fail_msg("no %s from the connection",
+			    want_eof ? "close" : "response");
+		usleep(1000);
+	}
+	buf[got] = '\0';
+	return got;
+}
+
+/* The audit lines written so far, as parsed JSON (count in *n). */
+static cJSON **
+audit_lines(size_t *n)
+{
+	static cJSON *lines[16];
+	char line[AUDIT_LINE_MAX];
+	FILE *f;
+
+	assert_int_equal(audit_sync(env.pe_audit), 0);
+	*n = 0;
+	assert_non_null(f = fopen(path_audit, "r"));
+	while (fgets(line, sizeof(line), f) != NULL) {
+		assert_true(*n < SL_NELEM(lines));
+		assert_non_null(lines[*n] = cJSON_Parse(line));
+		(*n)++;
+	}
+	fclose(f);
+	return lines;
+}
+
+static void
+audit_lines_free(cJSON **lines, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		cJSON_Delete(lines[i]);
+}
+
+/* The response in buf starts with this status line prefix. */
+static void
+expect_status(const char *buf, const char *want)
+{
+	if (strncmp(buf, want, strlen(want)) != 0)
+		fail_msg("want \"%s\", got:\n%s", want, buf);
+}
+
+static const char *
+str_field(const cJSON *j, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItem(j, key);
+
+	assert_non_null(v);
+	assert_true(cJSON_IsString(v));
+	return v->valuestring;
+}
+
+static double
+num_field(const cJSON *j, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItem(j, key);
+
+	assert_non_null(v);
+	assert_true(cJSON_IsNumber(v));
+	return v->valuedouble;
+}
+
+/* No token: 407 with Proxy-Authenticate, and exactly one audit line. */
+static void
+test_no_token(void **state)
+{
+	char buf[8192];
+	cJSON **lines;
+	size_t n;
+	int fd, eof;
+
+	(void)state;
+	fd = connect_one(10);
+	assert_int_equal(conn_count(), 1);
+	(void)roundtrip(fd,
+	    "GET http://a.test/x HTTP/1.1\r\nHost: a.test\r\n\r\n", buf,
+	    sizeof(buf), 0, &eof);
+	expect_status(buf, "HTTP/1.1 407 ");
+	assert_non_null(strstr(buf, "\r\nProxy-Authenticate: "));
+	/* Nothing is logged twice when the client then goes away. */
+	close(fd);
+	while (conn_count() != 0)
+		event_base_loop(env.pe_base, EVLOOP_ONCE);
+
+	lines = audit_lines(&n);
+	assert_int_equal(n, 1);
+	assert_string_equal(str_field(lines[0], "event"), "http.request");
+	assert_string_equal(str_field(lines[0], "decision"), "deny");
+	assert_string_equal(str_field(lines[0], "reason"), "token_missing");
+	assert_string_equal(str_field(lines[0], "listener"), "fwd");
+	assert_string_equal(str_field(lines[0], "client"), "198.18.0.10:40000");
+	assert_string_equal(str_field(lines[0], "host"), "a.test");
+	assert_true(num_field(lines[0], "status") == 407);
+	assert_true(num_field(lines[0], "seq") == 1);
+	audit_lines_free(lines, n);
+}
+
+/* A malformed head: 400, the connection closed, one audit line. */
+static void
+test_malformed(void **state)
+{
+	char buf[8192];
+	cJSON **lines;
+	size_t n;
+	int fd, eof;
+
+	(void)state;
+	fd = connect_one(11);
+	(void)roundtrip(fd,
+	    "GET http://a.test/x HTTP/1.1\r\nHost: a.test\r\nNo colon here\r\n"
+	    "\r\n",
+	    buf, sizeof(buf), 1, &eof);
+	assert_true(eof);
+	expect_status(buf, "HTTP/1.1 400 ");
+	assert_non_null(strstr(buf, "\r\nConnection: close\r\n"));
+	close(fd);
+	while (conn_count() != 0)
+		event_base_loop(env.pe_base, EVLOOP_ONCE);
+
+	lines = audit_lines(&n);
+	assert_int_equal(n, 1);
+	assert_string_equal(str_field(lines[0], "event"), "http.request");
+	assert_string_equal(str_field(lines[0], "decision"), "deny");
+	assert_string_equal(str_field(lines[0], "reason"), "bad_request");
+	assert_string_equal(str_field(lines[0], "client"), "198.18.0.11:40000");
+	assert_true(num_field(lines[0], "status") == 400);
+	audit_lines_free(lines, n);
+}
+
+/* A request head with a valid token for route "a" (jti given). */
+static void
+request_with_token(char *buf, size_t cap, const char *method, const char *path,
+    const char *jti)
+{
+	const struct token_key *k = &env.pe_cf->cf_tokens.tc_keys[0];
+	static const char hdr[] = "{\"alg\":\"HS256\",\"typ\":\"JWT\"}";
+	char payload[256], tok[1024];
+
+	snprintf(payload, sizeof(payload),
+	    "{\"sub\":\"run-1\",\"aud\":\"a\",\"exp\":%lld,\"jti\":\"%s\"}",
+	    (long long)time(NULL) + 300, jti);
+	assert_int_equal(token_sign(k, hdr, strlen(hdr), payload,
+			     strlen(payload), tok, sizeof(tok), NULL),
+	    0);
+	snprintf(buf, cap,
+	    "%s http://a.test%s HTTP/1.1\r\nHost: a.test\r\n"
+	    "Proxy-Authorization: Bearer %s\r\nContent-Length: 0\r\n\r\n",
+	    method, path, tok);
+}
+
+/*
+ * A request is decided by the env's policy and state as they are when it
+ * arrives: swapping env.pe_cf (as a reload does) changes the answer on a
+ * connection accepted before the swap, and so does a revocation added to
+ * env.pe_revs.
+ */
+static void
+test_env_current(void **state)
+{
+	char buf[8192], req[2048], why[256];
+	struct config *old;
+	cJSON **lines;
+	size_t n;
+	int fd[3], eof, i;
+
+	(void)state;
+	for (i = 0; i < 3; i++)
+		fd[i] = connect_one(12 + i);
+	/* GET is not among the default methods. */
+	request_with_token(req, sizeof(req), "GET", "/x", "jti-1");
+	(void)roundtrip(fd[0], req, buf, sizeof(buf), 0, &eof);
+	expect_status(buf, "HTTP/1.1 403 ");
+
+	/* The reload: GET allowed, but only under /only. */
+	old = env.pe_cf;
+	env.pe_cf = load_policy("\"methods\":[\"GET\"],"
+				"\"path_prefixes\":[\"/only\"],",
+	    old);
+	config_unref(old);
+	request_with_token(req, sizeof(req), "GET", "/x", "jti-1");
+	(void)roundtrip(fd[1], req, buf, sizeof(buf), 0, &eof);
+	expect_status(buf, "HTTP/1.1 403 ");
+
+	/* A revocation in the env's set counts from the next request. */
+	assert_int_equal(revocations_add(env.pe_revs, "jti-1", why,
+			     sizeof(why)),
+	    0);
+	request_with_token(req, sizeof(req), "GET", "/only/x", "jti-1");
+	(void)roundtrip(fd[2], req, buf, sizeof(buf), 0, &eof);
+	expect_status(buf, "HTTP/1.1 407 ");
+	for (i = 0; i < 3; i++)
+		close(fd[i]);
+	while (conn_count() != 0)
+		event_base_loop(env.pe_base, EVLOOP_ONCE);
+
+	/* One line per request, with the reason its policy gave. */
+	lines = audit_lines(&n);
+	assert_int_equal(n, 3);
+	assert_string_equal(str_field(lines[0], "reason"),
+	    "method_not_allowed");
+	assert_string_equal(str_field(lines[1], "reason"), "path_not_allowed");
+	assert_string_equal(str_field(lines[2], "reason"), "token_revoked");
+	assert_string_equal(str_field(lines[2], "jti"), "jti-1");
+	assert_string_equal(str_field(lines[2], "route"), "a");
+	audit_lines_free(lines, n);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_no_token, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_malformed, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_env_current, setup,
+		    teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
