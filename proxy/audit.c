@@ -23,6 +23,7 @@
 #include <openssl/evp.h>
 
 #include "proxy/proxy.h"
+#include "proxy/utf8.h"
 
 #define AUDIT_HEAD_NAME "audit.head"
 #define AUDIT_MODE      0640 /* group may read (e.g. adm); never world */
@@ -92,44 +93,6 @@ static int audit_queue(struct audit *, size_t, const unsigned char[32]);
 
 #define AUDIT_PEND_MAX (2 * AUDIT_LINE_MAX) /* bytes batched at most */
 
-size_t
-audit_utf8_len(const unsigned char *p, size_t n)
-{
-	unsigned char c, lo = 0x80, hi = 0xbf;
-	size_t need, i;
-
-	if (n == 0)
-		return 0;
-	c = p[0];
-	if (c < 0x80)
-		return 1;
-	/* 0x80-0xbf: a lone continuation; 0xc0, 0xc1: overlong forms. */
-	if (c < 0xc2)
-		return 0;
-	if (c < 0xe0)
-		need = 1;
-	else if (c < 0xf0) {
-		need = 2;
-		if (c == 0xe0)
-			lo = 0xa0; /* overlong */
-		else if (c == 0xed)
-			hi = 0x9f; /* UTF-16 surrogates */
-	} else if (c < 0xf5) {
-		need = 3;
-		if (c == 0xf0)
-			lo = 0x90; /* overlong */
-		else if (c == 0xf4)
-			hi = 0x8f; /* beyond U+10FFFF */
-	} else
-		return 0;
-	if (n <= need || p[1] < lo || p[1] > hi)
-		return 0;
-	for (i = 2; i <= need; i++)
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-	return need + 1;
-}
-
 /*
  * Escape len bytes of s as the inside of a JSON string into dst, writing
  * at most cap bytes and never half an escape or half a character. Quote,
@@ -175,7 +138,7 @@ audit_escape(char *dst, size_t cap, const unsigned char *s, size_t len,
 		else if (s[i] < 0x80) {
 			out = (const char *)s + i;
 			olen = 1;
-		} else if ((step = audit_utf8_len(s + i, len - i)) == 0) {
+		} else if ((step = utf8_len(s + i, len - i)) == 0) {
 			out = "\\ufffd";
 			olen = 6;
 			step = 1;

@@ -17,6 +17,7 @@
 #include <openssl/evp.h>
 
 #include "proxy/proxy.h"
+#include "proxy/utf8.h"
 
 #define VERIFY_MAX_FIELDS 256 /* more in one line: not written by sluice */
 #define VERIFY_MAX_SEQ    9007199254740992.0 /* 2^53: exact in a double */
@@ -159,7 +160,7 @@ verify_bytes(struct vstate *vs, const struct vline *l, const char *p,
 		if (u[i] < 0x20 || u[i] == 0x7f)
 			return verify_fail(vs, l,
 			    "control byte 0x%02x at byte %zu", u[i], i + 1);
-		if ((n = audit_utf8_len(u + i, len - i)) == 0)
+		if ((n = utf8_len(u + i, len - i)) == 0)
 			return verify_fail(vs, l, "invalid UTF-8 at byte %zu",
 			    i + 1);
 		i += n;

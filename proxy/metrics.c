@@ -28,6 +28,7 @@
 #include <event2/util.h>
 
 #include "proxy/proxy.h"
+#include "proxy/utf8.h"
 
 #define METRICS_ROUTE_NAME_MAX 128 /* bytes of a route label we keep */
 #define METRICS_SLOTS          (METRICS_MAX_ROUTES + 1) /* + route="" */
@@ -315,7 +316,7 @@ metrics_label(struct evbuffer *b, const char *v)
 			rc = evbuffer_add(b, "\\n", 2);
 		else if (p[i] < 0x20 || p[i] == 0x7f)
 			rc = evbuffer_add(b, "\xef\xbf\xbd", 3);
-		else if ((k = audit_utf8_len(p + i, n - i)) == 0)
+		else if ((k = utf8_len(p + i, n - i)) == 0)
 			rc = evbuffer_add(b, "\xef\xbf\xbd", 3);
 		else {
 			rc = evbuffer_add(b, p + i, k);

@@ -578,11 +578,6 @@ void audit_head(const struct audit *, uint64_t *seq, char hex[65]);
  */
 int audit_policy_event(struct audit *, const char *event,
     const unsigned char *sha256, const char *error);
-/*
- * Length (1-4) of the strict UTF-8 sequence at p (no overlongs, no
- * surrogates, at most U+10FFFF), or 0 when the byte at p starts none.
- */
-size_t audit_utf8_len(const unsigned char *p, size_t n);
 
 /*
  * cmd_audit.c: "sluice audit verify [--head FILE] FILE...". audit_verify()
