@@ -22,6 +22,7 @@
 #include <event2/event.h>
 #include <openssl/evp.h>
 
+#include "proxy/ascii.h"
 #include "proxy/proxy.h"
 #include "proxy/utf8.h"
 
@@ -34,8 +35,6 @@
  * closing brace and the newline, so that commit never runs out of space.
  */
 #define AUDIT_TAIL_ROOM 32
-
-static const char audit_hexdig[] = "0123456789abcdef";
 
 /*
  * The writer. Owned by the daemon (daemon.c); freed by audit_close(). Only
@@ -109,9 +108,10 @@ audit_escape(char *dst, size_t cap, const unsigned char *s, size_t len,
 
 	while (i < len) {
 		const char *out;
-		char esc[6];
+		char esc[7]; /* and ascii_hex_encode()'s NUL */
 		size_t olen, step = 1;
 		unsigned int ctl = 0x100; /* none */
+		unsigned char c;
 
 		/* Most bytes are printable ASCII: copy such runs whole. */
 		for (run = i; run < len && s[run] >= 0x20 && s[run] < 0x7f &&
@@ -150,8 +150,8 @@ audit_escape(char *dst, size_t cap, const unsigned char *s, size_t len,
 		}
 		if (ctl != 0x100) {
 			memcpy(esc, "\\u00", 4);
-			esc[4] = audit_hexdig[ctl >> 4];
-			esc[5] = audit_hexdig[ctl & 0xf];
+			c = (unsigned char)ctl;
+			ascii_hex_encode(esc + 4, &c, 1);
 			out = esc;
 			olen = 6;
 		}
@@ -163,18 +163,6 @@ audit_escape(char *dst, size_t cap, const unsigned char *s, size_t len,
 	}
 	*used = i;
 	return o;
-}
-
-static void
-audit_hex(char *dst, const unsigned char *p, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		dst[2 * i] = audit_hexdig[p[i] >> 4];
-		dst[2 * i + 1] = audit_hexdig[p[i] & 0xf];
-	}
-	dst[2 * n] = '\0';
 }
 
 static double
@@ -302,7 +290,7 @@ audit_begin(struct audit *a, const char *event)
 	(void)audit_put(a, num, n);
 	audit_add_cstr(a, "event", event);
 	if (a->a_chain) {
-		audit_hex(hex, a->a_hash, sizeof(a->a_hash));
+		ascii_hex_encode(hex, a->a_hash, sizeof(a->a_hash));
 		hex[64] = '"';
 		(void)audit_put(a, ",\"prev\":\"", 9);
 		(void)audit_put(a, hex, 65);
@@ -398,7 +386,7 @@ audit_add_hex(struct audit *a, const char *key, const unsigned char *p,
 		return;
 	}
 	v[0] = '"';
-	audit_hex(v + 1, p, len);
+	ascii_hex_encode(v + 1, p, len);
 	v[2 * len + 1] = '"';
 	audit_put_raw(a, key, v, 2 * len + 2);
 }
@@ -677,7 +665,7 @@ audit_head(const struct audit *a, uint64_t *seq, char hex[65])
 	static const unsigned char zero[32];
 
 	*seq = a != NULL ? a->a_seq : 0;
-	audit_hex(hex, a != NULL ? a->a_hash : zero, 32);
+	ascii_hex_encode(hex, a != NULL ? a->a_hash : zero, 32);
 }
 
 int
@@ -864,24 +852,6 @@ out:
 	return rc;
 }
 
-static int
-audit_unhex(const char *s, unsigned char *out, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < 2 * n; i++) {
-		const char *d = strchr(audit_hexdig, s[i]);
-
-		if (s[i] == '\0' || d == NULL)
-			return -1;
-		if (i % 2 == 0)
-			out[i / 2] = (unsigned char)((d - audit_hexdig) << 4);
-		else
-			out[i / 2] |= (unsigned char)(d - audit_hexdig);
-	}
-	return 0;
-}
-
 /*
  * Read <state_dir>/audit.head: "<seq> <64 hex>\n". Returns 1 (found), 0
  * (absent) or -1 (unreadable or malformed: refuse rather than guess).
@@ -909,7 +879,7 @@ audit_read_head(const char *path, uint64_t *seq, unsigned char hash[32],
 	if (buf[0] >= '0' && buf[0] <= '9') {
 		*seq = strtoull(buf, &end, 10);
 		if (errno == 0 && *end == ' ' && strlen(end + 1) == 65 &&
-		    end[65] == '\n' && audit_unhex(end + 1, hash, 32) == 0)
+		    end[65] == '\n' && ascii_hex_decode(end + 1, hash, 32) == 0)
 			return 1;
 	}
 	snprintf(why, whylen,
@@ -931,7 +901,7 @@ audit_write_head(struct audit *a)
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", a->a_head_path) >=
 	    sizeof(tmp))
 		return -1;
-	audit_hex(hex, a->a_hash, sizeof(a->a_hash));
+	ascii_hex_encode(hex, a->a_hash, sizeof(a->a_hash));
 	n = snprintf(line, sizeof(line), "%" PRIu64 " %s\n", a->a_seq, hex);
 	/* A fresh file of our own: never through a planted link. */
 	(void)unlink(tmp);

@@ -20,6 +20,7 @@
 #include <openssl/evp.h>
 #include <openssl/params.h>
 
+#include "proxy/ascii.h"
 #include "proxy/proxy.h"
 #include "proxy/token.h"
 #include "proxy/utf8.h"
@@ -209,19 +210,14 @@ json_ws(const unsigned char *p, size_t len, size_t i)
 static int
 json_hex4(const unsigned char *p, unsigned *v)
 {
-	unsigned i, d;
+	unsigned i;
+	int d;
 
 	*v = 0;
 	for (i = 0; i < 4; i++) {
-		if (p[i] >= '0' && p[i] <= '9')
-			d = (unsigned)(p[i] - '0');
-		else if (p[i] >= 'a' && p[i] <= 'f')
-			d = (unsigned)(p[i] - 'a' + 10);
-		else if (p[i] >= 'A' && p[i] <= 'F')
-			d = (unsigned)(p[i] - 'A' + 10);
-		else
+		if ((d = ascii_hex_value(p[i])) < 0)
 			return -1;
-		*v = *v << 4 | d;
+		*v = *v << 4 | (unsigned)d;
 	}
 	return 0;
 }
