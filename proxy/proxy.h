@@ -80,7 +80,6 @@ void upstream_on_resolved(upstream_resolved_cb *);
 /* Create the runtime state of every route of cf. 0 or -1. */
 int upstream_attach(struct config *cf);
 void upstream_free(struct upstream *);
-size_t upstream_idle_count(const struct upstream *);
 /*
  * Get a connection to rt's upstream: raw TCP with UPSTREAM_TUNNEL, else TLS
  * for https URLs; UPSTREAM_FRESH never takes one from the pool. Returns 0
@@ -96,7 +95,6 @@ void upconn_cancel(struct upconn *);
 /* Give a connection back: to the pool if reusable and clean, else close. */
 void upconn_release(struct upconn *, int reusable);
 struct bufferevent *upconn_bev(const struct upconn *);
-int upconn_reused(const struct upconn *);
 /* Non-zero for a TLS connection (its bufferevent writes via OpenSSL). */
 int upconn_tls(const struct upconn *);
 /* "addr:port" of the connected address, for the audit log. */
