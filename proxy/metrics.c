@@ -203,32 +203,33 @@ metrics_count(uint64_t (*tab)[REASON__COUNT], int allow, enum reason r)
 		tab[allow ? M_ALLOW : M_DENY][r]++;
 }
 
-void
-metrics_request(const char *route, int allow, enum reason r, uint64_t bytes_in,
-    uint64_t bytes_out, double seconds)
+/* One completed request or tunnel (tunnel non-zero) of route. */
+static void
+metrics_exchange(const char *route, int tunnel, int allow, enum reason r,
+    uint64_t bytes_in, uint64_t bytes_out, double seconds)
 {
 	struct route_counters *rc;
 
 	metrics_init_once();
 	rc = &m.m_rc[metrics_slot(route)];
-	metrics_count(rc->rc_requests, allow, r);
+	metrics_count(tunnel ? rc->rc_tunnels : rc->rc_requests, allow, r);
 	rc->rc_bytes_in += bytes_in;
 	rc->rc_bytes_out += bytes_out;
-	metrics_observe(&m.m_req_dur, seconds);
+	metrics_observe(tunnel ? &m.m_tun_dur : &m.m_req_dur, seconds);
+}
+
+void
+metrics_request(const char *route, int allow, enum reason r, uint64_t bytes_in,
+    uint64_t bytes_out, double seconds)
+{
+	metrics_exchange(route, 0, allow, r, bytes_in, bytes_out, seconds);
 }
 
 void
 metrics_tunnel(const char *route, int allow, enum reason r, uint64_t bytes_in,
     uint64_t bytes_out, double seconds)
 {
-	struct route_counters *rc;
-
-	metrics_init_once();
-	rc = &m.m_rc[metrics_slot(route)];
-	metrics_count(rc->rc_tunnels, allow, r);
-	rc->rc_bytes_in += bytes_in;
-	rc->rc_bytes_out += bytes_out;
-	metrics_observe(&m.m_tun_dur, seconds);
+	metrics_exchange(route, 1, allow, r, bytes_in, bytes_out, seconds);
 }
 
 void
