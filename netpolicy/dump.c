@@ -14,7 +14,6 @@
 #include <sys/socket.h>
 
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,29 +61,15 @@ struct dumper {
 static int
 talk(struct dumper *d, struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
 {
-	struct pollfd pfd;
 	uint32_t seq = nlh->nlmsg_seq; /* nlh is in d_buf, reused below */
 	ssize_t n;
 	int rc;
 
 	if (mnl_socket_sendto(d->d_nl, nlh, nlh->nlmsg_len) < 0)
 		return -1;
-	pfd.fd = mnl_socket_get_fd(d->d_nl);
-	pfd.events = POLLIN;
 	for (;;) {
-		rc = poll(&pfd, 1, NP_DUMP_WAIT_MS);
-		if (rc == -1 && errno == EINTR)
-			continue;
-		if (rc == -1)
-			return -1;
-		if (rc == 0) {
-			errno = ETIMEDOUT;
-			return -1;
-		}
-		n = np_nl_recv(mnl_socket_get_fd(d->d_nl), d->d_buf,
-		    NP_DUMP_BUF, 0);
-		if ((n == -1 && errno == EINTR) || n == 0)
-			continue;
+		n = np_nl_recv_wait(d->d_nl, d->d_buf, NP_DUMP_BUF,
+		    NP_DUMP_WAIT_MS);
 		if (n == -1)
 			return -1;
 		rc =
