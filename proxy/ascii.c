@@ -6,11 +6,8 @@
 
 static const char ascii_hexdig[] = "0123456789abcdef";
 
-/*
- * tchar as a table: http1 runs this test for every byte of every field
- * name.
- */
-static const unsigned char tchar_table[256] = {
+/* tchar (ascii.h). */
+const unsigned char ascii_tchar_table[256] = {
 	['!'] = 1,
 	['#'] = 1,
 	['$'] = 1,
@@ -89,18 +86,6 @@ static const unsigned char tchar_table[256] = {
 	['y'] = 1,
 	['z'] = 1,
 };
-
-int
-ascii_is_tchar(unsigned char c)
-{
-	return tchar_table[c];
-}
-
-unsigned char
-ascii_lower(unsigned char c)
-{
-	return c >= 'A' && c <= 'Z' ? (unsigned char)(c + ('a' - 'A')) : c;
-}
 
 int
 ascii_hex_value(unsigned char c)
