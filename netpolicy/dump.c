@@ -14,7 +14,6 @@
 #include <sys/socket.h>
 
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,29 +61,15 @@ struct dumper {
 static int
 talk(struct dumper *d, struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
 {
-	struct pollfd pfd;
 	uint32_t seq = nlh->nlmsg_seq; /* nlh is in d_buf, reused below */
 	ssize_t n;
 	int rc;
 
 	if (mnl_socket_sendto(d->d_nl, nlh, nlh->nlmsg_len) < 0)
 		return -1;
-	pfd.fd = mnl_socket_get_fd(d->d_nl);
-	pfd.events = POLLIN;
 	for (;;) {
-		rc = poll(&pfd, 1, NP_DUMP_WAIT_MS);
-		if (rc == -1 && errno == EINTR)
-			continue;
-		if (rc == -1)
-			return -1;
-		if (rc == 0) {
-			errno = ETIMEDOUT;
-			return -1;
-		}
-		n = np_nl_recv(mnl_socket_get_fd(d->d_nl), d->d_buf,
-		    NP_DUMP_BUF, 0);
-		if ((n == -1 && errno == EINTR) || n == 0)
-			continue;
+		n = np_nl_recv_wait(d->d_nl, d->d_buf, NP_DUMP_BUF,
+		    NP_DUMP_WAIT_MS);
 		if (n == -1)
 			return -1;
 		rc =
@@ -600,42 +585,70 @@ dump_once(struct dumper *d)
 	return 0;
 }
 
-struct np_ruleset *
-np_dump(const char *table, char *why, size_t whylen)
+/* The rules only: chains first, so that rule_cb finds them. */
+static int
+dump_rules(struct dumper *d)
 {
-	struct dumper d;
-	int try, rc = -1, saved = 0;
+	if (dump_objs(d, NFT_MSG_GETCHAIN, chain_cb) == -1)
+		return -1;
+	return dump_objs(d, NFT_MSG_GETRULE, rule_cb);
+}
 
-	memset(&d, 0, sizeof(d));
-	if ((d.d_buf = malloc(NP_DUMP_BUF)) == NULL) {
+/*
+ * Run once() on a fresh socket and an empty ruleset of table until it
+ * returns anything but -1 with EINTR (the generation moved meanwhile), at
+ * most NP_DUMP_TRIES times. Returns once()'s last result, *saved its
+ * errno; d->d_rs is what was read, NULL when no attempt could start (why
+ * says why then).
+ */
+static int
+dump_retry(struct dumper *d, const char *table, int (*once)(struct dumper *),
+    int *saved, char *why, size_t whylen)
+{
+	int try, rc = -1;
+
+	memset(d, 0, sizeof(*d));
+	*saved = 0;
+	if ((d->d_buf = malloc(NP_DUMP_BUF)) == NULL) {
 		np_why(why, whylen, "netpolicy: out of memory");
-		return NULL;
+		return -1;
 	}
 	for (try = 0; try < NP_DUMP_TRIES; try++) {
 		/*
 		 * A fresh socket per attempt: an interrupted dump leaves
 		 * replies queued on the old one.
 		 */
-		d.d_nl = np_nl_open(&d.d_portid, why, whylen);
-		if (d.d_nl == NULL)
+		d->d_nl = np_nl_open(&d->d_portid, why, whylen);
+		if (d->d_nl == NULL)
 			break;
-		d.d_seq = (uint32_t)time(NULL);
-		d.d_err = 0;
-		d.d_nrules = 0;
-		np_ruleset_free(d.d_rs);
-		if ((d.d_rs = np_ruleset_new(table)) == NULL) {
+		d->d_seq = (uint32_t)time(NULL);
+		d->d_err = 0;
+		d->d_nrules = 0;
+		np_ruleset_free(d->d_rs);
+		if ((d->d_rs = np_ruleset_new(table)) == NULL) {
 			np_why(why, whylen, "netpolicy: bad table name");
-			mnl_socket_close(d.d_nl);
+			mnl_socket_close(d->d_nl);
 			break;
 		}
-		rc = dump_once(&d);
-		saved = errno;
-		mnl_socket_close(d.d_nl);
-		d.d_nl = NULL;
-		if (rc == 0 || saved != EINTR)
+		rc = once(d);
+		*saved = errno;
+		mnl_socket_close(d->d_nl);
+		d->d_nl = NULL;
+		if (rc == 0 || *saved != EINTR)
 			break;
 	}
-	free(d.d_buf);
+	free(d->d_buf);
+	d->d_buf = NULL;
+	return rc;
+}
+
+struct np_ruleset *
+np_dump(const char *table, char *why, size_t whylen)
+{
+	struct dumper d;
+	int rc, saved;
+
+	rc = dump_retry(&d, table, dump_once, &saved, why, whylen);
 	if (rc == 0)
 		return d.d_rs;
 	if (d.d_rs != NULL)
@@ -651,39 +664,11 @@ np_drop_counters(const char *table, uint64_t *packets, uint64_t *bytes,
     char *why, size_t whylen)
 {
 	struct dumper d;
-	int try, rc = -1, saved = 0;
+	int rc, saved;
 
 	*packets = 0;
 	*bytes = 0;
-	memset(&d, 0, sizeof(d));
-	if ((d.d_buf = malloc(NP_DUMP_BUF)) == NULL) {
-		np_why(why, whylen, "netpolicy: out of memory");
-		return -1;
-	}
-	for (try = 0; try < NP_DUMP_TRIES; try++) {
-		d.d_nl = np_nl_open(&d.d_portid, why, whylen);
-		if (d.d_nl == NULL)
-			break;
-		d.d_seq = (uint32_t)time(NULL);
-		d.d_err = 0;
-		d.d_nrules = 0;
-		np_ruleset_free(d.d_rs);
-		if ((d.d_rs = np_ruleset_new(table)) == NULL) {
-			np_why(why, whylen, "netpolicy: bad table name");
-			mnl_socket_close(d.d_nl);
-			break;
-		}
-		/* The rules only: chains first, so that rule_cb finds them. */
-		rc = dump_objs(&d, NFT_MSG_GETCHAIN, chain_cb);
-		if (rc == 0)
-			rc = dump_objs(&d, NFT_MSG_GETRULE, rule_cb);
-		saved = errno;
-		mnl_socket_close(d.d_nl);
-		d.d_nl = NULL;
-		if (rc == 0 || saved != EINTR)
-			break;
-	}
-	free(d.d_buf);
+	rc = dump_retry(&d, table, dump_rules, &saved, why, whylen);
 	if (rc == -1 && saved == ENOENT)
 		rc = 0; /* no table: no drops */
 	else if (rc == 0)

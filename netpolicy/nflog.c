@@ -16,7 +16,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,28 +71,15 @@ cfg_hdr(struct np_nflog *nf)
 static int
 cfg_talk(struct np_nflog *nf, struct nlmsghdr *nlh)
 {
-	struct pollfd pfd;
 	uint32_t seq = nlh->nlmsg_seq;
 	ssize_t n;
 	int rc;
 
 	if (mnl_socket_sendto(nf->nf_nl, nlh, nlh->nlmsg_len) < 0)
 		return -1;
-	pfd.fd = mnl_socket_get_fd(nf->nf_nl);
-	pfd.events = POLLIN;
 	for (;;) {
-		rc = poll(&pfd, 1, NP_NFLOG_WAIT_MS);
-		if (rc == -1 && errno == EINTR)
-			continue;
-		if (rc <= 0) {
-			if (rc == 0)
-				errno = ETIMEDOUT;
-			return -1;
-		}
-		n = np_nl_recv(mnl_socket_get_fd(nf->nf_nl), nf->nf_buf,
-		    NP_NFLOG_BUF, 0);
-		if ((n == -1 && errno == EINTR) || n == 0)
-			continue;
+		n = np_nl_recv_wait(nf->nf_nl, nf->nf_buf, NP_NFLOG_BUF,
+		    NP_NFLOG_WAIT_MS);
 		if (n == -1)
 			return -1;
 		/* Packets may already arrive: only our seq's ACK ends this. */

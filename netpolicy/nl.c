@@ -143,6 +143,32 @@ np_nl_recv(int fd, void *buf, size_t len, int flags)
 	return n;
 }
 
+ssize_t
+np_nl_recv_wait(struct mnl_socket *nl, void *buf, size_t len, int timeout_ms)
+{
+	struct pollfd pfd;
+	ssize_t n;
+	int rc;
+
+	pfd.fd = mnl_socket_get_fd(nl);
+	pfd.events = POLLIN;
+	for (;;) {
+		rc = poll(&pfd, 1, timeout_ms);
+		if (rc == -1 && errno == EINTR)
+			continue;
+		if (rc == -1)
+			return -1;
+		if (rc == 0) {
+			errno = ETIMEDOUT;
+			return -1;
+		}
+		n = np_nl_recv(pfd.fd, buf, len, 0);
+		if ((n == -1 && errno == EINTR) || n == 0)
+			continue;
+		return n;
+	}
+}
+
 /* Grow a socket buffer; the FORCE variant needs CAP_NET_ADMIN, as apply does.
  */
 static void

@@ -37,4 +37,13 @@ struct mnl_socket *np_nl_open(uint32_t *portid, char *why, size_t whylen);
  */
 ssize_t np_nl_recv(int fd, void *buf, size_t len, int flags);
 
+/*
+ * Wait at most timeout_ms for a datagram from the kernel on nl and read it
+ * into buf (nl.c): its length (> 0), or -1 with errno (ETIMEDOUT). An
+ * interrupted wait or read, or a datagram np_nl_recv() dropped, is waited
+ * for again, for timeout_ms anew.
+ */
+ssize_t
+np_nl_recv_wait(struct mnl_socket *nl, void *buf, size_t len, int timeout_ms);
+
 #endif

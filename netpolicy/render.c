@@ -94,6 +94,17 @@ struct unit {
 
 #define NP_MAX_UNITS NP_RULE_MAX_EXPR
 
+/* A unit of one load and the expression that completes it. */
+static void
+unit_set(struct unit *u, enum unit_kind kind, const struct np_expr *load,
+    const struct np_expr *last)
+{
+	u->u_kind = kind;
+	u->u_load[0] = load;
+	u->u_nload = 1;
+	u->u_last = last;
+}
+
 static int
 cmp_follows(const struct np_expr *load, const struct np_expr *cmp)
 {
@@ -138,10 +149,7 @@ units_parse(const struct np_rule *ru, struct unit *u, size_t *nu)
 			if (i + 1 >= ru->ru_nexprs ||
 			    !cmp_follows(e, &ru->ru_exprs[i + 1]))
 				return -1;
-			u[n].u_kind = U_META;
-			u[n].u_load[0] = e;
-			u[n].u_nload = 1;
-			u[n].u_last = &ru->ru_exprs[i + 1];
+			unit_set(&u[n], U_META, e, &ru->ru_exprs[i + 1]);
 			i += 2;
 			break;
 		case NP_E_PAYLOAD:
@@ -149,16 +157,11 @@ units_parse(const struct np_rule *ru, struct unit *u, size_t *nu)
 				return -1;
 			x = &ru->ru_exprs[i + 1];
 			if (cmp_follows(e, x)) {
-				u[n].u_kind = U_PCMP;
-				u[n].u_load[0] = e;
-				u[n].u_nload = 1;
-				u[n].u_last = x;
+				unit_set(&u[n], U_PCMP, e, x);
 				i += 2;
 				break;
 			}
-			u[n].u_kind = U_LOOKUP;
-			u[n].u_load[0] = e;
-			u[n].u_nload = 1;
+			unit_set(&u[n], U_LOOKUP, e, NULL); /* u_last below */
 			off = round4(e->ex_len);
 			i++;
 			if (x->ex_type == NP_E_PAYLOAD &&
@@ -187,20 +190,14 @@ units_parse(const struct np_rule *ru, struct unit *u, size_t *nu)
 			    x->ex_key != NFT_CT_MARK || x->ex_ctdir != 0 ||
 			    e->ex_len != 4)
 				return -1;
-			u[n].u_kind = U_CTSET;
-			u[n].u_load[0] = e;
-			u[n].u_nload = 1;
-			u[n].u_last = x;
+			unit_set(&u[n], U_CTSET, e, x);
 			i += 2;
 			break;
 		case NP_E_FIB:
 			if (i + 1 >= ru->ru_nexprs ||
 			    !cmp_follows(e, &ru->ru_exprs[i + 1]))
 				return -1;
-			u[n].u_kind = U_FIB;
-			u[n].u_load[0] = e;
-			u[n].u_nload = 1;
-			u[n].u_last = &ru->ru_exprs[i + 1];
+			unit_set(&u[n], U_FIB, e, &ru->ru_exprs[i + 1]);
 			i += 2;
 			break;
 		case NP_E_CT:
@@ -210,10 +207,7 @@ units_parse(const struct np_rule *ru, struct unit *u, size_t *nu)
 				if (i + 1 >= ru->ru_nexprs ||
 				    !cmp_follows(e, &ru->ru_exprs[i + 1]))
 					return -1;
-				u[n].u_kind = U_CT;
-				u[n].u_load[0] = e;
-				u[n].u_nload = 1;
-				u[n].u_last = &ru->ru_exprs[i + 1];
+				unit_set(&u[n], U_CT, e, &ru->ru_exprs[i + 1]);
 				i += 2;
 				break;
 			}
@@ -232,10 +226,7 @@ units_parse(const struct np_rule *ru, struct unit *u, size_t *nu)
 			    memcmp(ru->ru_exprs[i + 2].ex_data, "\0\0\0\0",
 				4) != 0)
 				return -1;
-			u[n].u_kind = U_CTSTATE;
-			u[n].u_load[0] = e;
-			u[n].u_nload = 1;
-			u[n].u_last = x;
+			unit_set(&u[n], U_CTSTATE, e, x);
 			i += 3;
 			break;
 		case NP_E_COUNTER:

@@ -605,6 +605,23 @@ rb_icmpv6_nd(struct rb *b, uint8_t type)
 	rb_verdict(b, NF_ACCEPT, NULL);
 }
 
+/* One rule each for neighbour solicitation and advertisement. 0 or -1. */
+static int
+np_add_nd_rules(struct np_chain *ch)
+{
+	static const uint8_t types[] = { NP_ICMPV6_NS, NP_ICMPV6_NA };
+	struct rb b;
+	size_t i;
+
+	for (i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		rb_init(&b, np_chain_add_rule(ch));
+		rb_icmpv6_nd(&b, types[i]);
+		if (b.err)
+			return -1;
+	}
+	return 0;
+}
+
 /*
  * The tail of every default-deny path: a rate-limited NFLOG copy for the
  * drop events, then a counted drop. Two rules, so that a packet over the
@@ -978,13 +995,7 @@ np_build_sidecar(struct np_ruleset *rs, const struct np_input *in, char *why,
 	 * periodically anyway, and the sandbox has no business configuring
 	 * routes.
 	 */
-	rb_init(&b, np_chain_add_rule(ch));
-	rb_icmpv6_nd(&b, NP_ICMPV6_NS);
-	if (b.err)
-		goto nomem;
-	rb_init(&b, np_chain_add_rule(ch));
-	rb_icmpv6_nd(&b, NP_ICMPV6_NA);
-	if (b.err)
+	if (np_add_nd_rules(ch) == -1)
 		goto nomem;
 
 	if (np_add_log_drop(ch, in->ni_log_group) == -1 ||
@@ -1042,26 +1053,6 @@ np_listener_rule(struct np_chain *ch, const struct sockaddr_storage *ss,
 	return 0;
 }
 
-static int
-np_same_listener(const struct sockaddr_storage *a,
-    const struct sockaddr_storage *b)
-{
-	const struct sockaddr_in *a4, *b4;
-	const struct sockaddr_in6 *a6, *b6;
-
-	if (a->ss_family != b->ss_family)
-		return 0;
-	a4 = (const struct sockaddr_in *)(const void *)a;
-	b4 = (const struct sockaddr_in *)(const void *)b;
-	a6 = (const struct sockaddr_in6 *)(const void *)a;
-	b6 = (const struct sockaddr_in6 *)(const void *)b;
-	if (a->ss_family == AF_INET)
-		return a4->sin_port == b4->sin_port &&
-		    a4->sin_addr.s_addr == b4->sin_addr.s_addr;
-	return a6->sin6_port == b6->sin6_port &&
-	    memcmp(&a6->sin6_addr, &b6->sin6_addr, 16) == 0;
-}
-
 /* Same family and address (the port aside). */
 static int
 np_same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
@@ -1078,6 +1069,23 @@ np_same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
 	if (a->ss_family == AF_INET)
 		return a4->sin_addr.s_addr == b4->sin_addr.s_addr;
 	return memcmp(&a6->sin6_addr, &b6->sin6_addr, 16) == 0;
+}
+
+/* The port of an AF_INET or AF_INET6 address, network byte order. */
+static in_port_t
+np_port(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)(const void *)ss)->sin_port;
+	return ((const struct sockaddr_in6 *)(const void *)ss)->sin6_port;
+}
+
+/* Same family, address and port. */
+static int
+np_same_listener(const struct sockaddr_storage *a,
+    const struct sockaddr_storage *b)
+{
+	return np_same_addr(a, b) && np_port(a) == np_port(b);
 }
 
 /*
@@ -1227,13 +1235,7 @@ np_build_gateway(struct np_ruleset *rs, const struct np_input *in, char *why,
 			return -1;
 	}
 	/* The sandboxes resolve the gateway's link-layer address. */
-	rb_init(&b, np_chain_add_rule(ch_sin));
-	rb_icmpv6_nd(&b, NP_ICMPV6_NS);
-	if (b.err)
-		goto nomem;
-	rb_init(&b, np_chain_add_rule(ch_sin));
-	rb_icmpv6_nd(&b, NP_ICMPV6_NA);
-	if (b.err)
+	if (np_add_nd_rules(ch_sin) == -1)
 		goto nomem;
 	rb_init(&b, np_chain_add_rule(ch_sin));
 	rb_verdict(&b, NFT_JUMP, NP_CHAIN_SANDBOX_DROP);

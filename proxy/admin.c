@@ -23,6 +23,7 @@
 #include <event2/listener.h>
 
 #include "proxy/proxy.h"
+#include "proxy/utf8.h"
 
 #define ADMIN_MAX_CLIENTS 8 /* concurrent connections; more are closed */
 #define ADMIN_TIMEOUT_S   5 /* to send the line, and to read the answer */
@@ -70,7 +71,7 @@ admin_valid_jti(const char *p, size_t len)
 	while (i < len) {
 		if (u[i] <= 0x20 || u[i] == 0x7f)
 			return 0;
-		if ((n = audit_utf8_len(u + i, len - i)) == 0)
+		if ((n = utf8_len(u + i, len - i)) == 0)
 			return 0;
 		i += n;
 	}

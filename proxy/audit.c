@@ -22,7 +22,9 @@
 #include <event2/event.h>
 #include <openssl/evp.h>
 
+#include "proxy/ascii.h"
 #include "proxy/proxy.h"
+#include "proxy/utf8.h"
 
 #define AUDIT_HEAD_NAME "audit.head"
 #define AUDIT_MODE      0640 /* group may read (e.g. adm); never world */
@@ -33,8 +35,6 @@
  * closing brace and the newline, so that commit never runs out of space.
  */
 #define AUDIT_TAIL_ROOM 32
-
-static const char audit_hexdig[] = "0123456789abcdef";
 
 /*
  * The writer. Owned by the daemon (daemon.c); freed by audit_close(). Only
@@ -92,44 +92,6 @@ static int audit_queue(struct audit *, size_t, const unsigned char[32]);
 
 #define AUDIT_PEND_MAX (2 * AUDIT_LINE_MAX) /* bytes batched at most */
 
-size_t
-audit_utf8_len(const unsigned char *p, size_t n)
-{
-	unsigned char c, lo = 0x80, hi = 0xbf;
-	size_t need, i;
-
-	if (n == 0)
-		return 0;
-	c = p[0];
-	if (c < 0x80)
-		return 1;
-	/* 0x80-0xbf: a lone continuation; 0xc0, 0xc1: overlong forms. */
-	if (c < 0xc2)
-		return 0;
-	if (c < 0xe0)
-		need = 1;
-	else if (c < 0xf0) {
-		need = 2;
-		if (c == 0xe0)
-			lo = 0xa0; /* overlong */
-		else if (c == 0xed)
-			hi = 0x9f; /* UTF-16 surrogates */
-	} else if (c < 0xf5) {
-		need = 3;
-		if (c == 0xf0)
-			lo = 0x90; /* overlong */
-		else if (c == 0xf4)
-			hi = 0x8f; /* beyond U+10FFFF */
-	} else
-		return 0;
-	if (n <= need || p[1] < lo || p[1] > hi)
-		return 0;
-	for (i = 2; i <= need; i++)
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-	return need + 1;
-}
-
 /*
  * Escape len bytes of s as the inside of a JSON string into dst, writing
  * at most cap bytes and never half an escape or half a character. Quote,
@@ -146,9 +108,10 @@ audit_escape(char *dst, size_t cap, const unsigned char *s, size_t len,
 
 	while (i < len) {
 		const char *out;
-		char esc[6];
+		char esc[7]; /* and ascii_hex_encode()'s NUL */
 		size_t olen, step = 1;
 		unsigned int ctl = 0x100; /* none */
+		unsigned char c;
 
 		/* Most bytes are printable ASCII: copy such runs whole. */
 		for (run = i; run < len && s[run] >= 0x20 && s[run] < 0x7f &&
@@ -175,7 +138,7 @@ audit_escape(char *dst, size_t cap, const unsigned char *s, size_t len,
 		else if (s[i] < 0x80) {
 			out = (const char *)s + i;
 			olen = 1;
-		} else if ((step = audit_utf8_len(s + i, len - i)) == 0) {
+		} else if ((step = utf8_len(s + i, len - i)) == 0) {
 			out = "\\ufffd";
 			olen = 6;
 			step = 1;
@@ -187,8 +150,8 @@ audit_escape(char *dst, size_t cap, const unsigned char *s, size_t len,
 		}
 		if (ctl != 0x100) {
 			memcpy(esc, "\\u00", 4);
-			esc[4] = audit_hexdig[ctl >> 4];
-			esc[5] = audit_hexdig[ctl & 0xf];
+			c = (unsigned char)ctl;
+			ascii_hex_encode(esc + 4, &c, 1);
 			out = esc;
 			olen = 6;
 		}
@@ -200,18 +163,6 @@ audit_escape(char *dst, size_t cap, const unsigned char *s, size_t len,
 	}
 	*used = i;
 	return o;
-}
-
-static void
-audit_hex(char *dst, const unsigned char *p, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		dst[2 * i] = audit_hexdig[p[i] >> 4];
-		dst[2 * i + 1] = audit_hexdig[p[i] & 0xf];
-	}
-	dst[2 * n] = '\0';
 }
 
 static double
@@ -339,7 +290,7 @@ audit_begin(struct audit *a, const char *event)
 	(void)audit_put(a, num, n);
 	audit_add_cstr(a, "event", event);
 	if (a->a_chain) {
-		audit_hex(hex, a->a_hash, sizeof(a->a_hash));
+		ascii_hex_encode(hex, a->a_hash, sizeof(a->a_hash));
 		hex[64] = '"';
 		(void)audit_put(a, ",\"prev\":\"", 9);
 		(void)audit_put(a, hex, 65);
@@ -435,7 +386,7 @@ audit_add_hex(struct audit *a, const char *key, const unsigned char *p,
 		return;
 	}
 	v[0] = '"';
-	audit_hex(v + 1, p, len);
+	ascii_hex_encode(v + 1, p, len);
 	v[2 * len + 1] = '"';
 	audit_put_raw(a, key, v, 2 * len + 2);
 }
@@ -714,7 +665,7 @@ audit_head(const struct audit *a, uint64_t *seq, char hex[65])
 	static const unsigned char zero[32];
 
 	*seq = a != NULL ? a->a_seq : 0;
-	audit_hex(hex, a != NULL ? a->a_hash : zero, 32);
+	ascii_hex_encode(hex, a != NULL ? a->a_hash : zero, 32);
 }
 
 int
@@ -901,24 +852,6 @@ out:
 	return rc;
 }
 
-static int
-audit_unhex(const char *s, unsigned char *out, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < 2 * n; i++) {
-		const char *d = strchr(audit_hexdig, s[i]);
-
-		if (s[i] == '\0' || d == NULL)
-			return -1;
-		if (i % 2 == 0)
-			out[i / 2] = (unsigned char)((d - audit_hexdig) << 4);
-		else
-			out[i / 2] |= (unsigned char)(d - audit_hexdig);
-	}
-	return 0;
-}
-
 /*
  * Read <state_dir>/audit.head: "<seq> <64 hex>\n". Returns 1 (found), 0
  * (absent) or -1 (unreadable or malformed: refuse rather than guess).
@@ -946,7 +879,7 @@ audit_read_head(const char *path, uint64_t *seq, unsigned char hash[32],
 	if (buf[0] >= '0' && buf[0] <= '9') {
 		*seq = strtoull(buf, &end, 10);
 		if (errno == 0 && *end == ' ' && strlen(end + 1) == 65 &&
-		    end[65] == '\n' && audit_unhex(end + 1, hash, 32) == 0)
+		    end[65] == '\n' && ascii_hex_decode(end + 1, hash, 32) == 0)
 			return 1;
 	}
 	snprintf(why, whylen,
@@ -968,7 +901,7 @@ audit_write_head(struct audit *a)
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", a->a_head_path) >=
 	    sizeof(tmp))
 		return -1;
-	audit_hex(hex, a->a_hash, sizeof(a->a_hash));
+	ascii_hex_encode(hex, a->a_hash, sizeof(a->a_hash));
 	n = snprintf(line, sizeof(line), "%" PRIu64 " %s\n", a->a_seq, hex);
 	/* A fresh file of our own: never through a planted link. */
 	(void)unlink(tmp);

@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <string.h>
 
+#include "proxy/ascii.h"
 #include "proxy/http1.h"
 
 /* http1 files do not include proxy.h; this is its SL_FALLTHROUGH. */
@@ -44,33 +45,11 @@ enum ck_state {
 	CK_ERROR     /* c->err says why; sticky */
 };
 
-/* tchar of RFC 9110 §5.6.2 (as in http1.c; each pure file stands alone). */
-static int
-is_tchar(unsigned char c)
-{
-	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	    (c >= '0' && c <= '9'))
-		return 1;
-	return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
 /* HTAB, SP, VCHAR and obs-text: what extensions and values may hold. */
 static int
 is_text(unsigned char c)
 {
 	return c == '\t' || (c >= 0x20 && c != 0x7f);
-}
-
-static int
-hex_value(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
 }
 
 static enum http1_err
@@ -92,7 +71,7 @@ size_byte(struct http1_chunked *c, unsigned char ch)
 		return fail(c, HTTP1_E_CHUNK_EXT);
 	switch (c->state) {
 	case CK_SIZE:
-		if ((x = hex_value(ch)) >= 0) {
+		if ((x = ascii_hex_value(ch)) >= 0) {
 			/* Leading zeros count: "0000...1" is not a way around
 			 * the digit cap. */
 			if (c->digits == SIZE_DIGITS_MAX)
@@ -165,7 +144,7 @@ trailer_byte(struct http1_chunked *c, unsigned char ch)
 			return HTTP1_E_NONE;
 		}
 		/* SP/HTAB here is obs-fold, ':' an empty name, LF bare. */
-		if (!is_tchar(ch) || ++c->digits > TRAILERS_MAX)
+		if (!ascii_is_tchar(ch) || ++c->digits > TRAILERS_MAX)
 			return fail(c, HTTP1_E_TRAILER);
 		c->line_bytes = 0;
 		c->state = CK_TR_NAME;
@@ -175,7 +154,7 @@ trailer_byte(struct http1_chunked *c, unsigned char ch)
 			return fail(c, HTTP1_E_TRAILER);
 		if (ch == ':')
 			c->state = CK_TR_VALUE;
-		else if (!is_tchar(ch))
+		else if (!ascii_is_tchar(ch))
 			return fail(c, HTTP1_E_TRAILER);
 		return HTTP1_E_NONE;
 	case CK_TR_VALUE:

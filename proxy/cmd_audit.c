@@ -16,7 +16,9 @@
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
 
+#include "proxy/ascii.h"
 #include "proxy/proxy.h"
+#include "proxy/utf8.h"
 
 #define VERIFY_MAX_FIELDS 256 /* more in one line: not written by sluice */
 #define VERIFY_MAX_SEQ    9007199254740992.0 /* 2^53: exact in a double */
@@ -62,40 +64,12 @@ struct vstate {
 
 static const unsigned char verify_zero[32];
 
-static void
-verify_hex(char out[65], const unsigned char h[32])
-{
-	static const char dig[] = "0123456789abcdef";
-	size_t i;
-
-	for (i = 0; i < 32; i++) {
-		out[2 * i] = dig[h[i] >> 4];
-		out[2 * i + 1] = dig[h[i] & 0xf];
-	}
-	out[64] = '\0';
-}
-
 static int
 verify_unhex(const char *s, unsigned char out[32])
 {
-	size_t i;
-	unsigned int v;
-
 	if (strlen(s) != 64)
 		return -1;
-	for (i = 0; i < 64; i++) {
-		if (s[i] >= '0' && s[i] <= '9')
-			v = (unsigned int)(s[i] - '0');
-		else if (s[i] >= 'a' && s[i] <= 'f')
-			v = (unsigned int)(s[i] - 'a' + 10);
-		else
-			return -1; /* the writer writes lower case only */
-		if (i % 2 == 0)
-			out[i / 2] = (unsigned char)(v << 4);
-		else
-			out[i / 2] = (unsigned char)(out[i / 2] | v);
-	}
-	return 0;
+	return ascii_hex_decode(s, out, 32);
 }
 
 /* Hex digits in which two hashes differ. */
@@ -159,7 +133,7 @@ verify_bytes(struct vstate *vs, const struct vline *l, const char *p,
 		if (u[i] < 0x20 || u[i] == 0x7f)
 			return verify_fail(vs, l,
 			    "control byte 0x%02x at byte %zu", u[i], i + 1);
-		if ((n = audit_utf8_len(u + i, len - i)) == 0)
+		if ((n = utf8_len(u + i, len - i)) == 0)
 			return verify_fail(vs, l, "invalid UTF-8 at byte %zu",
 			    i + 1);
 		i += n;
@@ -463,7 +437,7 @@ audit_verify(const char *const *files, size_t nfiles, const char *head,
 		goto out;
 	}
 	if (vs.vs_have_last) {
-		verify_hex(hex, vs.vs_last.vl_hash);
+		ascii_hex_encode(hex, vs.vs_last.vl_hash, 32);
 		fprintf(out,
 		    "ok: %zu file(s), %" PRIu64 " line(s), last seq %" PRIu64
 		    ", head %s\n",

@@ -31,6 +31,7 @@
 #include <openssl/ssl.h>
 
 #include "certs/certs.h"
+#include "proxy/ascii.h"
 #include "proxy/proxy.h"
 
 #define CONFIG_MAX_FILE (1024 * 1024) /* policy and key files */
@@ -377,18 +378,12 @@ has_dup(char **list, size_t n, size_t *dup)
  * Element checks.
  */
 static int
-is_tchar(int c)
-{
-	return isalnum(c) || strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
-static int
 check_method(struct cfctx *cx, const char *jp, const char *s)
 {
 	const char *p;
 
 	for (p = s; *p != '\0'; p++)
-		if (!is_tchar((unsigned char)*p))
+		if (!ascii_is_tchar((unsigned char)*p))
 			return cf_err(cx, jp, "\"%s\" is not a method name", s);
 	if (strcmp(s, "CONNECT") == 0)
 		return cf_err(cx, jp,
@@ -928,7 +923,7 @@ load_headers(struct cfctx *cx, const char *jp, const cJSON *up,
 		    cf_str(cx, el, it, "value_file", 1, &file) == -1)
 			return -1;
 		for (p = name; *p != '\0'; p++)
-			if (!is_tchar((unsigned char)*p))
+			if (!ascii_is_tchar((unsigned char)*p))
 				return cf_err(cx, el,
 				    "name: \"%s\" is not a field name", name);
 		for (k = 0; forbidden[k] != NULL; k++)

@@ -169,7 +169,6 @@ TAILQ_HEAD(conn_list, conn);
 static struct conn_list conns = TAILQ_HEAD_INITIALIZER(conns);
 static size_t nconns;
 static int draining;
-static struct http1_hdr conn_hdrs[CONN_MAX_HDRS];
 
 static void conn_close(struct conn *, const char *why);
 static void conn_step_head(struct conn *);
@@ -1296,6 +1295,7 @@ conn_step_head(struct conn *c)
 {
 	struct evbuffer *in = bufferevent_get_input(c->cn_bev);
 	const struct limits *l;
+	struct http1_hdr hdrs[CONN_MAX_HDRS]; /* valid for one parse */
 	struct http1_msg m;
 	size_t len, n, end;
 	ssize_t rc;
@@ -1341,7 +1341,7 @@ conn_step_head(struct conn *c)
 			return;
 		}
 		memset(&m, 0, sizeof(m));
-		m.hdrs = conn_hdrs;
+		m.hdrs = hdrs;
 		m.max_hdrs = (size_t)l->max_headers;
 		/* cn_scan: bytes seen before, so old ones are not rescanned. */
 		rc = http1_parse_request(&m, p, n, c->cn_scan);
@@ -1749,6 +1749,7 @@ conn_resp_head(struct conn *c)
 	struct request *rq = c->cn_req;
 	struct bufferevent *ub = upconn_bev(rq->rq_up);
 	struct evbuffer *in = bufferevent_get_input(ub);
+	struct http1_hdr hdrs[CONN_MAX_HDRS]; /* valid for one parse */
 	struct http1_msg m;
 	size_t len, n, end;
 	const char *p;
@@ -1765,7 +1766,7 @@ conn_resp_head(struct conn *c)
 			return;
 		}
 		memset(&m, 0, sizeof(m));
-		m.hdrs = conn_hdrs;
+		m.hdrs = hdrs;
 		m.max_hdrs = CONN_MAX_HDRS;
 		rc = http1_parse_response(&m, p, n, rq->rq_scan,
 		    rq->rq_head_method);

@@ -8,6 +8,7 @@
  */
 #include <string.h>
 
+#include "proxy/ascii.h"
 #include "proxy/dnsmsg.h"
 
 #define DNS_TYPE_CNAME 5
@@ -60,12 +61,6 @@ fail(enum dnsmsg_err *err, size_t *off, enum dnsmsg_err e, size_t at)
 	*err = e;
 	*off = at;
 	return -1;
-}
-
-static unsigned char
-lower(unsigned char c)
-{
-	return c >= 'A' && c <= 'Z' ? (unsigned char)(c + 'a' - 'A') : c;
 }
 
 static uint16_t
@@ -144,7 +139,7 @@ dnsmsg_query(struct dnsmsg_query *q, const char *name, uint16_t qtype,
 
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')))
 			continue;
-		c = lower(c);
+		c = ascii_lower(c);
 		if (mask != NULL && (mask[b / 8] & (1u << (b % 8))))
 			c = (unsigned char)(c - 'a' + 'A');
 		m[i] = c;
@@ -206,7 +201,7 @@ read_name(const unsigned char *msg, size_t len, size_t *pos, unsigned char *out,
 			break;
 		}
 		for (i = 0; i < c; i++)
-			out[n++] = lower(msg[p + 1 + i]);
+			out[n++] = ascii_lower(msg[p + 1 + i]);
 		p += 1 + c;
 	}
 	*pos = end;

@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <string.h>
 
+#include "proxy/ascii.h"
 #include "proxy/http1.h"
 
 /*
@@ -48,107 +49,10 @@ static const char *const err_names[HTTP1_E__COUNT] = {
 	[HTTP1_E_BODY_TOO_LARGE] = "body_too_large",
 };
 
-/*
- * tchar of RFC 9110 §5.6.2: the bytes allowed in methods and field names
- * (ALPHA, DIGIT and "!#$%&'*+-.^_`|~"), as a table: this test runs for
- * every byte of every field name.
- */
-static const unsigned char tchar_table[256] = {
-	['!'] = 1,
-	['#'] = 1,
-	['$'] = 1,
-	['%'] = 1,
-	['&'] = 1,
-	['\''] = 1,
-	['*'] = 1,
-	['+'] = 1,
-	['-'] = 1,
-	['.'] = 1,
-	['^'] = 1,
-	['_'] = 1,
-	['`'] = 1,
-	['|'] = 1,
-	['~'] = 1,
-	['0'] = 1,
-	['1'] = 1,
-	['2'] = 1,
-	['3'] = 1,
-	['4'] = 1,
-	['5'] = 1,
-	['6'] = 1,
-	['7'] = 1,
-	['8'] = 1,
-	['9'] = 1,
-	['A'] = 1,
-	['B'] = 1,
-	['C'] = 1,
-	['D'] = 1,
-	['E'] = 1,
-	['F'] = 1,
-	['G'] = 1,
-	['H'] = 1,
-	['I'] = 1,
-	['J'] = 1,
-	['K'] = 1,
-	['L'] = 1,
-	['M'] = 1,
-	['N'] = 1,
-	['O'] = 1,
-	['P'] = 1,
-	['Q'] = 1,
-	['R'] = 1,
-	['S'] = 1,
-	['T'] = 1,
-	['U'] = 1,
-	['V'] = 1,
-	['W'] = 1,
-	['X'] = 1,
-	['Y'] = 1,
-	['Z'] = 1,
-	['a'] = 1,
-	['b'] = 1,
-	['c'] = 1,
-	['d'] = 1,
-	['e'] = 1,
-	['f'] = 1,
-	['g'] = 1,
-	['h'] = 1,
-	['i'] = 1,
-	['j'] = 1,
-	['k'] = 1,
-	['l'] = 1,
-	['m'] = 1,
-	['n'] = 1,
-	['o'] = 1,
-	['p'] = 1,
-	['q'] = 1,
-	['r'] = 1,
-	['s'] = 1,
-	['t'] = 1,
-	['u'] = 1,
-	['v'] = 1,
-	['w'] = 1,
-	['x'] = 1,
-	['y'] = 1,
-	['z'] = 1,
-};
-
-static int
-is_tchar(unsigned char c)
-{
-	return tchar_table[c];
-}
-
 static int
 is_ows(unsigned char c)
 {
 	return c == ' ' || c == '\t';
-}
-
-static unsigned char
-lower(unsigned char c)
-{
-	return c >= 'A' && c <= 'Z' ? (unsigned char)(c + ('a' - 'A')) : c;
 }
 
 int
@@ -157,7 +61,8 @@ http1_case_eq(const char *a, const char *b, size_t n)
 	size_t i;
 
 	for (i = 0; i < n; i++)
-		if (lower((unsigned char)a[i]) != lower((unsigned char)b[i]))
+		if (ascii_lower((unsigned char)a[i]) !=
+		    ascii_lower((unsigned char)b[i]))
 			return 0;
 	return 1;
 }
@@ -247,7 +152,7 @@ parse_request_line(struct http1_msg *m, const char *line, size_t n)
 	if (n == 0)
 		return HTTP1_E_REQUEST_LINE;
 	for (i = 0; i < n && line[i] != ' '; i++)
-		if (!is_tchar((unsigned char)line[i]))
+		if (!ascii_is_tchar((unsigned char)line[i]))
 			return HTTP1_E_METHOD;
 	if (i == 0)
 		return HTTP1_E_METHOD;
@@ -329,7 +234,7 @@ parse_field(struct http1_msg *m, const char *line, size_t n)
 	/* obs-fold is refused (RFC 9112 §5.2), also before the first field. */
 	if (is_ows((unsigned char)line[0]))
 		return HTTP1_E_OBS_FOLD;
-	for (i = 0; i < n && is_tchar((unsigned char)line[i]); i++)
+	for (i = 0; i < n && ascii_is_tchar((unsigned char)line[i]); i++)
 		;
 	if (i == n)
 		return HTTP1_E_FIELD_NAME;

@@ -28,6 +28,7 @@
 #include <event2/util.h>
 
 #include "proxy/proxy.h"
+#include "proxy/utf8.h"
 
 #define METRICS_ROUTE_NAME_MAX 128 /* bytes of a route label we keep */
 #define METRICS_SLOTS          (METRICS_MAX_ROUTES + 1) /* + route="" */
@@ -202,32 +203,33 @@ metrics_count(uint64_t (*tab)[REASON__COUNT], int allow, enum reason r)
 		tab[allow ? M_ALLOW : M_DENY][r]++;
 }
 
-void
-metrics_request(const char *route, int allow, enum reason r, uint64_t bytes_in,
-    uint64_t bytes_out, double seconds)
+/* One completed request or tunnel (tunnel non-zero) of route. */
+static void
+metrics_exchange(const char *route, int tunnel, int allow, enum reason r,
+    uint64_t bytes_in, uint64_t bytes_out, double seconds)
 {
 	struct route_counters *rc;
 
 	metrics_init_once();
 	rc = &m.m_rc[metrics_slot(route)];
-	metrics_count(rc->rc_requests, allow, r);
+	metrics_count(tunnel ? rc->rc_tunnels : rc->rc_requests, allow, r);
 	rc->rc_bytes_in += bytes_in;
 	rc->rc_bytes_out += bytes_out;
-	metrics_observe(&m.m_req_dur, seconds);
+	metrics_observe(tunnel ? &m.m_tun_dur : &m.m_req_dur, seconds);
+}
+
+void
+metrics_request(const char *route, int allow, enum reason r, uint64_t bytes_in,
+    uint64_t bytes_out, double seconds)
+{
+	metrics_exchange(route, 0, allow, r, bytes_in, bytes_out, seconds);
 }
 
 void
 metrics_tunnel(const char *route, int allow, enum reason r, uint64_t bytes_in,
     uint64_t bytes_out, double seconds)
 {
-	struct route_counters *rc;
-
-	metrics_init_once();
-	rc = &m.m_rc[metrics_slot(route)];
-	metrics_count(rc->rc_tunnels, allow, r);
-	rc->rc_bytes_in += bytes_in;
-	rc->rc_bytes_out += bytes_out;
-	metrics_observe(&m.m_tun_dur, seconds);
+	metrics_exchange(route, 1, allow, r, bytes_in, bytes_out, seconds);
 }
 
 void
@@ -315,7 +317,7 @@ metrics_label(struct evbuffer *b, const char *v)
 			rc = evbuffer_add(b, "\\n", 2);
 		else if (p[i] < 0x20 || p[i] == 0x7f)
 			rc = evbuffer_add(b, "\xef\xbf\xbd", 3);
-		else if ((k = audit_utf8_len(p + i, n - i)) == 0)
+		else if ((k = utf8_len(p + i, n - i)) == 0)
 			rc = evbuffer_add(b, "\xef\xbf\xbd", 3);
 		else {
 			rc = evbuffer_add(b, p + i, k);

@@ -9,19 +9,8 @@
  */
 #include <string.h>
 
+#include "proxy/ascii.h"
 #include "proxy/http1.h"
-
-static int
-hex_value(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 /*
  * Escapes that must never be encoded: an unreserved character has one
@@ -92,8 +81,8 @@ path_check(const char *path, size_t len, size_t *bad_off)
 		if (c != '%')
 			continue;
 		if (len - i < 3 ||
-		    (hi = hex_value((unsigned char)path[i + 1])) < 0 ||
-		    (lo = hex_value((unsigned char)path[i + 2])) < 0 ||
+		    (hi = ascii_hex_value((unsigned char)path[i + 1])) < 0 ||
+		    (lo = ascii_hex_value((unsigned char)path[i + 2])) < 0 ||
 		    bad_escape((unsigned)(hi << 4 | lo))) {
 			*bad_off = i;
 			return -1;

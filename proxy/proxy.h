@@ -107,7 +107,6 @@ void upstream_on_resolved(upstream_resolved_cb *);
 /* Create the runtime state of every route of cf. 0 or -1. */
 int upstream_attach(struct config *cf);
 void upstream_free(struct upstream *);
-size_t upstream_idle_count(const struct upstream *);
 /*
  * Get a connection to rt's upstream: raw TCP with UPSTREAM_TUNNEL, else TLS
  * for https URLs; UPSTREAM_FRESH never takes one from the pool. Returns 0
@@ -123,7 +122,6 @@ void upconn_cancel(struct upconn *);
 /* Give a connection back: to the pool if reusable and clean, else close. */
 void upconn_release(struct upconn *, int reusable);
 struct bufferevent *upconn_bev(const struct upconn *);
-int upconn_reused(const struct upconn *);
 /* Non-zero for a TLS connection (its bufferevent writes via OpenSSL). */
 int upconn_tls(const struct upconn *);
 /* "addr:port" of the connected address, for the audit log. */
@@ -605,11 +603,6 @@ void audit_head(const struct audit *, uint64_t *seq, char hex[65]);
  */
 int audit_policy_event(struct audit *, const char *event,
     const unsigned char *sha256, const char *error);
-/*
- * Length (1-4) of the strict UTF-8 sequence at p (no overlongs, no
- * surrogates, at most U+10FFFF), or 0 when the byte at p starts none.
- */
-size_t audit_utf8_len(const unsigned char *p, size_t n);
 
 /*
  * cmd_audit.c: "sluice audit verify [--head FILE] FILE...". audit_verify()

@@ -20,8 +20,10 @@
 #include <openssl/evp.h>
 #include <openssl/params.h>
 
+#include "proxy/ascii.h"
 #include "proxy/proxy.h"
 #include "proxy/token.h"
+#include "proxy/utf8.h"
 
 /*
  * Headers and claims are flat objects; a deeper document is refused so the
@@ -208,54 +210,16 @@ json_ws(const unsigned char *p, size_t len, size_t i)
 static int
 json_hex4(const unsigned char *p, unsigned *v)
 {
-	unsigned i, d;
+	unsigned i;
+	int d;
 
 	*v = 0;
 	for (i = 0; i < 4; i++) {
-		if (p[i] >= '0' && p[i] <= '9')
-			d = (unsigned)(p[i] - '0');
-		else if (p[i] >= 'a' && p[i] <= 'f')
-			d = (unsigned)(p[i] - 'a' + 10);
-		else if (p[i] >= 'A' && p[i] <= 'F')
-			d = (unsigned)(p[i] - 'A' + 10);
-		else
+		if ((d = ascii_hex_value(p[i])) < 0)
 			return -1;
-		*v = *v << 4 | d;
+		*v = *v << 4 | (unsigned)d;
 	}
 	return 0;
-}
-
-/* Length of the strict UTF-8 sequence at p[0..n), or 0 if invalid. */
-static size_t
-utf8_seq(const unsigned char *p, size_t n)
-{
-	unsigned char lo = 0x80, hi = 0xbf;
-	size_t len, i;
-
-	if (p[0] < 0x80)
-		return 1;
-	if (p[0] >= 0xc2 && p[0] <= 0xdf)
-		len = 2;
-	else if (p[0] >= 0xe0 && p[0] <= 0xef) {
-		len = 3;
-		if (p[0] == 0xe0)
-			lo = 0xa0; /* overlong */
-		else if (p[0] == 0xed)
-			hi = 0x9f; /* UTF-16 surrogates */
-	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
-		len = 4;
-		if (p[0] == 0xf0)
-			lo = 0x90; /* overlong */
-		else if (p[0] == 0xf4)
-			hi = 0x8f; /* beyond U+10FFFF */
-	} else
-		return 0;
-	if (n < len || p[1] < lo || p[1] > hi)
-		return 0;
-	for (i = 2; i < len; i++)
-		if (p[i] < 0x80 || p[i] > 0xbf)
-			return 0;
-	return len;
 }
 
 /* p[*i] is the opening quote; on success *i is just past the closing one. */
@@ -296,7 +260,7 @@ json_string(const unsigned char *p, size_t len, size_t *i)
 			}
 			continue;
 		}
-		if ((n = utf8_seq(p + j, len - j)) == 0)
+		if ((n = utf8_len(p + j, len - j)) == 0)
 			return -1;
 		j += n;
 	}

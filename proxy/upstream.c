@@ -53,7 +53,6 @@ struct upconn {
 	struct upstream *uc_up;
 	enum upconn_state uc_state;
 	int uc_tunnel; /* raw TCP for CONNECT */
-	int uc_reused; /* came from the pool */
 	struct bufferevent *uc_bev;
 	SSL *uc_ssl; /* owned by uc_bev */
 	struct sockaddr_storage uc_addr;
@@ -183,12 +182,6 @@ upstream_free(struct upstream *up)
 	if (up->up_kick != NULL)
 		event_free(up->up_kick);
 	free(up);
-}
-
-size_t
-upstream_idle_count(const struct upstream *up)
-{
-	return up != NULL ? up->up_nidle : 0;
 }
 
 static void
@@ -631,7 +624,6 @@ upstream_get(struct config *cf, const struct route *rt, int flags,
 			continue;
 		}
 		uc->uc_state = UPCONN_S_BUSY;
-		uc->uc_reused = 1;
 		uc->uc_cb = cb;
 		uc->uc_arg = arg;
 		bufferevent_setcb(uc->uc_bev, NULL, NULL, NULL, NULL);
@@ -720,12 +712,6 @@ struct bufferevent *
 upconn_bev(const struct upconn *uc)
 {
 	return uc->uc_bev;
-}
-
-int
-upconn_reused(const struct upconn *uc)
-{
-	return uc->uc_reused;
 }
 
 int

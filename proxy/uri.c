@@ -12,6 +12,7 @@
 
 #include <string.h>
 
+#include "proxy/ascii.h"
 #include "proxy/http1.h"
 
 #define HOST_MAX    253 /* a DNS name's textual maximum (RFC 1035 §2.3.4) */
@@ -34,7 +35,7 @@ is_digit(unsigned char c)
 static int
 is_hex(unsigned char c)
 {
-	return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+	return ascii_hex_value(c) >= 0;
 }
 
 static int

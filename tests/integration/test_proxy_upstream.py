@@ -58,7 +58,8 @@ class TestUpstream(st.ProxyTestCase):
                    "priority 0; policy accept; }; "
                    "add rule inet slt in tcp dport 81 drop"]))
         ca = h.ca.cert
-        prefixes = ["/v1/messages", "/v1/hang", "/v1/bad", "/v1/stream"]
+        prefixes = ["/v1/messages", "/v1/hang", "/v1/bad", "/v1/stream",
+                    "/v1/fields"]
         routes = [
             pol.route("good", ["good.test"], "https://model-up.test/",
                       ca, prefixes=prefixes),
@@ -192,6 +193,18 @@ class TestUpstream(st.ProxyTestCase):
             with self.subTest(kind=kind):
                 self.assertDenied(self.fwd("good", "/v1/bad?kind=" + kind),
                                   502, "upstream_bad_response")
+
+    def test_response_fields_up_to_the_parser_array(self):
+        # sluice parses a response head into an array of 1000 fields:
+        # Content-Length and 999 more reach the client whole and in
+        # order; one field more is a malformed response.
+        r = self.fwd("good", "/v1/fields?n=999")
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.body, b"ok")
+        self.assertEqual([n for n, _ in r.headers if n.startswith("X-F")],
+                         ["X-F%d" % i for i in range(999)])
+        self.assertDenied(self.fwd("good", "/v1/fields?n=1000"), 502,
+                          "upstream_bad_response")
 
     def test_malformed_chunked_response_body(self):
         # The head is valid, the body's framing is not: a streaming proxy

@@ -49,6 +49,7 @@
 #define MAX_BODY_PARAM (1ULL << 40) /* ?bytes= upper bound */
 #define MAX_GAP_MS     60000ULL     /* ?gap_ms= upper bound */
 #define MAX_EVENTS     100000ULL    /* ?n= upper bound */
+#define MAX_FIELDS     4000ULL      /* /v1/fields ?n= upper bound */
 #define SSE_FMT        "data: {\"i\":%u}\n\n"
 
 /* Where a connection is in its request/response cycle. */
@@ -1011,6 +1012,18 @@ dispatch(struct conn *c)
 			bad = bad_response(NULL);
 		evbuffer_add(bufferevent_get_output(c->bev), bad, strlen(bad));
 		c->keepalive = 0;
+		response_done(c);
+	} else if (strcmp(ep, "fields") == 0) {
+		/* A valid answer with ?n= header fields besides its framing. */
+		struct evbuffer *out = bufferevent_get_output(c->bev);
+		uint64_t i, n = query_num(query, "n", 0, MAX_FIELDS);
+
+		evbuffer_add_printf(out,
+		    "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n");
+		for (i = 0; i < n; i++)
+			evbuffer_add_printf(out, "X-F%llu: v\r\n",
+			    (unsigned long long)i);
+		evbuffer_add(out, "\r\nok", 4);
 		response_done(c);
 	} else if (strcmp(ep, "status") == 0) {
 		cJSON *o = cJSON_CreateObject();

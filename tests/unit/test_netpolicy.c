@@ -303,6 +303,60 @@ test_gateway_model_and_text(void **state)
 	np_ruleset_free(rs);
 }
 
+static size_t
+count_of(const char *text, const char *needle)
+{
+	size_t n = 0;
+
+	while ((text = strstr(text, needle)) != NULL) {
+		n++;
+		text += strlen(needle);
+	}
+	return n;
+}
+
+/*
+ * A listener address given twice gets one conntrack rule; an address and
+ * port given twice, one listener rule; the same address on another port
+ * a listener rule of its own.
+ */
+static void
+test_gateway_duplicate_listeners(void **state)
+{
+	struct sockaddr_storage ls[5];
+	struct sockaddr_in *again, *other;
+	struct np_ruleset *rs;
+	struct np_input in;
+	char why[256], *text;
+
+	(void)state;
+	gateway_input(&in);
+	memcpy(ls, listeners, sizeof(listeners));
+	ls[3] = ls[0];
+	ls[4] = ls[0];
+	again = (struct sockaddr_in *)&ls[3];
+	other = (struct sockaddr_in *)&ls[4];
+	assert_int_equal(ntohs(again->sin_port), 3128);
+	other->sin_port = htons(9090);
+	in.ni_listeners = ls;
+	in.ni_nlisteners = 5;
+	rs = np_ruleset_build(&in, why, sizeof(why));
+	assert_non_null(rs);
+	text = np_ruleset_text(rs);
+	assert_non_null(text);
+	assert_int_equal(count_of(text, "ct original ip daddr 198.18.1.1 "), 1);
+	assert_int_equal(count_of(text,
+			     "ip daddr 198.18.1.1 tcp dport 3128 accept"),
+	    1);
+	assert_int_equal(count_of(text,
+			     "ip daddr 198.18.1.1 tcp dport 9090 accept"),
+	    1);
+	assert_int_equal(count_of(text, " tcp dport "), 4);
+	assert_int_equal(count_of(text, "ct state established,related ct "), 3);
+	free(text);
+	np_ruleset_free(rs);
+}
+
 static void
 test_refusals(void **state)
 {
@@ -591,6 +645,7 @@ main(void)
 		cmocka_unit_test(test_sidecar_text),
 		cmocka_unit_test(test_sidecar_no_loopback),
 		cmocka_unit_test(test_gateway_model_and_text),
+		cmocka_unit_test(test_gateway_duplicate_listeners),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_elem_addr_port),
 		cmocka_unit_test(test_rule_text),
