@@ -555,30 +555,42 @@ conn_close(struct conn *c, const char *why)
  */
 #define MSG_VAL 96 /* bytes of a sandbox value in a message */
 
-static void
-deny_message(struct conn *c, enum reason r, int reverse, char *msg, size_t len)
-{
-	struct request *rq = c->cn_req;
-	const struct config *cf = rq != NULL ? rq->rq_cf : c->cn_env->pe_cf;
-	const struct limits *l = &cf->cf_limits;
-	const struct route *rt = rq != NULL ? rq->rq_route : NULL;
-	const char *aud = rt != NULL ? rt->rt_audience : "";
-	char host[MSG_VAL], path[MSG_VAL], method[32], jti[MSG_VAL];
-	char prefixes[160];
-	size_t i, n;
+/* What a denial's message may name, cleaned (deny_clean) and bounded. */
+struct deny_facts {
+	char host[MSG_VAL];
+	char path[MSG_VAL];
+	char method[32];
+	char jti[MSG_VAL];
+	const char *aud; /* the route's audience, or "" */
+};
 
-	host[0] = path[0] = method[0] = jti[0] = prefixes[0] = '\0';
-	if (rq != NULL) {
-		if (rq->rq_host != NULL)
-			deny_clean(host, sizeof(host), rq->rq_host,
-			    strlen(rq->rq_host));
-		if (rq->rq_path != NULL)
-			deny_clean(path, sizeof(path), rq->rq_path,
-			    strlen(rq->rq_path));
-		deny_clean(method, sizeof(method), rq->rq_method,
-		    strlen(rq->rq_method));
-		deny_clean(jti, sizeof(jti), rq->rq_jti, strlen(rq->rq_jti));
-	}
+static void
+deny_facts_init(const struct request *rq, struct deny_facts *f)
+{
+	f->host[0] = f->path[0] = f->method[0] = f->jti[0] = '\0';
+	f->aud =
+	    rq != NULL && rq->rq_route != NULL ? rq->rq_route->rt_audience : "";
+	if (rq == NULL)
+		return;
+	if (rq->rq_host != NULL)
+		deny_clean(f->host, sizeof(f->host), rq->rq_host,
+		    strlen(rq->rq_host));
+	if (rq->rq_path != NULL)
+		deny_clean(f->path, sizeof(f->path), rq->rq_path,
+		    strlen(rq->rq_path));
+	deny_clean(f->method, sizeof(f->method), rq->rq_method,
+	    strlen(rq->rq_method));
+	deny_clean(f->jti, sizeof(f->jti), rq->rq_jti, strlen(rq->rq_jti));
+}
+
+/* The message of a token failure or a spent budget. */
+static void
+deny_message_token(struct conn *c, enum reason r, int reverse,
+    const struct deny_facts *f, char *msg, size_t len)
+{
+	const struct request *rq = c->cn_req;
+	const struct config *cf = rq != NULL ? rq->rq_cf : c->cn_env->pe_cf;
+
 	switch (r) {
 	case REASON_TOKEN_MISSING:
 		snprintf(msg, len,
@@ -620,69 +632,98 @@ deny_message(struct conn *c, enum reason r, int reverse, char *msg, size_t len)
 		break;
 	case REASON_TOKEN_WRONG_AUDIENCE:
 		snprintf(msg, len, "run token audience does not include %s",
-		    aud);
+		    f->aud);
 		break;
 	case REASON_TOKEN_WRONG_ISSUER:
 		snprintf(msg, len,
 		    "run token iss is missing or not the configured issuer");
 		break;
 	case REASON_TOKEN_REVOKED:
-		snprintf(msg, len, "run token %s has been revoked", jti);
+		snprintf(msg, len, "run token %s has been revoked", f->jti);
 		break;
 	case REASON_BUDGET_EXHAUSTED:
 		if (rq != NULL && rq->rq_budget_limit != 0)
 			snprintf(msg, len,
 			    "run token %s used its budget of %llu requests",
-			    jti, (unsigned long long)rq->rq_budget_limit);
+			    f->jti, (unsigned long long)rq->rq_budget_limit);
 		else
 			snprintf(msg, len,
-			    "run token %s used its request budget", jti);
+			    "run token %s used its request budget", f->jti);
 		break;
+	default:
+		snprintf(msg, len, "the run token was refused");
+		break;
+	}
+}
+
+/* "path /x is not under /v1/messages" (or not in canonical form). */
+static void
+deny_message_path(const struct request *rq, const struct deny_facts *f,
+    char *msg, size_t len)
+{
+	const struct route *rt = rq != NULL ? rq->rq_route : NULL;
+	char prefixes[160];
+	size_t i, n, bad;
+
+	prefixes[0] = '\0';
+	if (rq != NULL && rq->rq_path != NULL &&
+	    path_check(rq->rq_path, strlen(rq->rq_path), &bad) == -1) {
+		snprintf(msg, len,
+		    "path %s is not in canonical form (a dot or empty "
+		    "segment, a backslash or a refused percent-encoding)",
+		    f->path);
+		return;
+	}
+	for (i = 0, n = 0; rt != NULL && i < rt->rt_nprefixes; i++) {
+		int w = snprintf(prefixes + n, sizeof(prefixes) - n, "%s%s",
+		    i > 0 ? ", " : "", rt->rt_prefixes[i]);
+
+		if (w < 0 || (size_t)w >= sizeof(prefixes) - n) {
+			/* Cut: end the list with "..." instead. */
+			memcpy(prefixes + sizeof(prefixes) - 4, "...", 4);
+			break;
+		}
+		n += (size_t)w;
+	}
+	snprintf(msg, len, "path %s is not under %s%s", f->path,
+	    rt != NULL && rt->rt_nprefixes > 1 ? "any of " : "", prefixes);
+}
+
+static void
+deny_message(struct conn *c, enum reason r, int reverse, char *msg, size_t len)
+{
+	struct request *rq = c->cn_req;
+	const struct config *cf = rq != NULL ? rq->rq_cf : c->cn_env->pe_cf;
+	const struct limits *l = &cf->cf_limits;
+	struct deny_facts f;
+
+	deny_facts_init(rq, &f);
+	if (reason_is_token(r) || r == REASON_BUDGET_EXHAUSTED) {
+		deny_message_token(c, r, reverse, &f, msg, len);
+		return;
+	}
+	if (r == REASON_PATH_NOT_ALLOWED) {
+		deny_message_path(rq, &f, msg, len);
+		return;
+	}
+	switch (r) {
 	case REASON_ROUTE_NOT_FOUND:
-		snprintf(msg, len, "host %s matches no route", host);
+		snprintf(msg, len, "host %s matches no route", f.host);
 		break;
 	case REASON_METHOD_NOT_ALLOWED:
 		if (rq != NULL && rq->rq_connect)
 			snprintf(msg, len, "CONNECT is not enabled on route %s",
-			    aud);
+			    f.aud);
 		else
 			snprintf(msg, len,
-			    "method %s is not allowed on route %s", method,
-			    aud);
+			    "method %s is not allowed on route %s", f.method,
+			    f.aud);
 		break;
-	case REASON_PATH_NOT_ALLOWED: {
-		size_t bad;
-
-		if (rq != NULL && rq->rq_path != NULL &&
-		    path_check(rq->rq_path, strlen(rq->rq_path), &bad) == -1) {
-			snprintf(msg, len,
-			    "path %s is not in canonical form (a dot or empty "
-			    "segment, a backslash or a refused percent-encoding)",
-			    path);
-			break;
-		}
-		for (i = 0, n = 0; rt != NULL && i < rt->rt_nprefixes; i++) {
-			int w = snprintf(prefixes + n, sizeof(prefixes) - n,
-			    "%s%s", i > 0 ? ", " : "", rt->rt_prefixes[i]);
-
-			if (w < 0 || (size_t)w >= sizeof(prefixes) - n) {
-				/* Cut: end the list with "..." instead. */
-				memcpy(prefixes + sizeof(prefixes) - 4, "...",
-				    4);
-				break;
-			}
-			n += (size_t)w;
-		}
-		snprintf(msg, len, "path %s is not under %s%s", path,
-		    rt != NULL && rt->rt_nprefixes > 1 ? "any of " : "",
-		    prefixes);
-		break;
-	}
 	case REASON_DESTINATION_DENIED:
 		snprintf(msg, len,
 		    "the upstream of route %s resolves to a denied address "
 		    "(private, or sluice's own listener)",
-		    aud);
+		    f.aud);
 		break;
 	case REASON_BAD_REQUEST:
 		snprintf(msg, len, "the request violates HTTP/1.1: %s",
@@ -703,23 +744,23 @@ deny_message(struct conn *c, enum reason r, int reverse, char *msg, size_t len)
 		break;
 	case REASON_UPSTREAM_UNREACHABLE:
 		snprintf(msg, len,
-		    "the upstream of route %s could not be reached", aud);
+		    "the upstream of route %s could not be reached", f.aud);
 		break;
 	case REASON_UPSTREAM_TLS_ERROR:
 		snprintf(msg, len,
 		    "TLS with the upstream of route %s failed (handshake, "
 		    "certificate, name or pin)",
-		    aud);
+		    f.aud);
 		break;
 	case REASON_UPSTREAM_TIMEOUT:
 		snprintf(msg, len,
-		    "the upstream of route %s did not answer in time", aud);
+		    "the upstream of route %s did not answer in time", f.aud);
 		break;
 	case REASON_UPSTREAM_BAD_RESPONSE:
 		snprintf(msg, len,
 		    "the upstream of route %s sent a response that violates "
 		    "HTTP/1.1",
-		    aud);
+		    f.aud);
 		break;
 	case REASON_TOO_MANY_CONNECTIONS:
 		snprintf(msg, len,
@@ -735,6 +776,10 @@ deny_message(struct conn *c, enum reason r, int reverse, char *msg, size_t len)
 		    "this client was refused more than "
 		    "limits.per_client_refusals_per_s (%llu) times in a second",
 		    (unsigned long long)l->per_client_refusals_per_s);
+		break;
+	case REASON_INTERNAL_ERROR:
+		snprintf(msg, len,
+		    "sluice could not go on with this request (out of memory)");
 		break;
 	default:
 		snprintf(msg, len, "the request was refused");
@@ -808,8 +853,7 @@ conn_deny(struct conn *c, enum reason r, int keep)
 static void
 conn_linger_start(struct conn *c)
 {
-	struct timeval tv = { CONN_LINGER_MS / 1000,
-		(CONN_LINGER_MS % 1000) * 1000 };
+	struct timeval tv = sl_ms_tv(CONN_LINGER_MS);
 
 	/*
 	 * Closing with unread input makes the kernel send a reset, which
@@ -1101,26 +1145,12 @@ conn_deny_head(struct conn *c, enum reason r, int keep, size_t headlen)
 	conn_deny(c, r, keep);
 }
 
-/*
- * A complete head is in buf[0..headlen): decide, then answer or forward.
- */
+/* The request's own facts, from its head. */
 static void
-conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
+conn_head_basics(struct request *rq, const struct http1_msg *m)
 {
-	struct proxy_env *env = c->cn_env;
-	struct request *rq = c->cn_req;
-	struct config *cf = rq->rq_cf;
-	const struct listener_conf *lc = conn_listener(c, cf);
-	struct token_claims claims;
-	struct req_view v;
-	struct decision d;
-	struct uri u;
-	const char *why = "";
-	int connect;
-	uint64_t used;
-
-	connect = m->method_len == 7 && memcmp(m->method, "CONNECT", 7) == 0;
-	rq->rq_connect = connect;
+	rq->rq_connect =
+	    m->method_len == 7 && memcmp(m->method, "CONNECT", 7) == 0;
 	rq->rq_head_method =
 	    m->method_len == 4 && memcmp(m->method, "HEAD", 4) == 0;
 	rq->rq_idempotent = method_idempotent(m->method, m->method_len);
@@ -1132,111 +1162,153 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 	    m->method);
 	if ((m->flags & HTTP1_F_CLOSE) || m->minor == 0)
 		rq->rq_close = 1;
+}
 
-	memset(&u, 0, sizeof(u));
-	if (uri_parse_target(m->target, m->target_len, connect, &u, &why) ==
-	    -1) {
+/* Host (host:port for a tunnel) and path as the audit line shows them. */
+static void
+conn_head_names(struct request *rq, const struct http1_msg *m,
+    const struct uri *u)
+{
+	if (u->host != NULL && rq->rq_connect) {
+		/* A tunnel's destination is host and port (DESIGN.md). */
+		char hp[300];
+
+		snprintf(hp, sizeof(hp), "%s%.*s%s:%u",
+		    u->host_type == URI_HOST_V6 ? "[" : "",
+		    (int)(u->host_len < 255 ? u->host_len : 255), u->host,
+		    u->host_type == URI_HOST_V6 ? "]" : "", u->port);
+		rq->rq_host = dup_capped(hp, strlen(hp));
+	} else if (u->host != NULL)
+		rq->rq_host = dup_capped(u->host, u->host_len);
+	else if (m->host != NULL)
+		rq->rq_host = dup_capped(m->host, m->host_len);
+	if (u->path != NULL)
+		rq->rq_path = dup_capped(u->path, u->path_len);
+}
+
+/*
+ * The request target against the listener, Host and Connection. Returns 0,
+ * or -1 with rq_detail saying why it is a 400.
+ */
+static int
+conn_check_target(struct conn *c, const struct http1_msg *m, struct uri *u)
+{
+	struct request *rq = c->cn_req;
+	const struct listener_conf *lc = conn_listener(c, rq->rq_cf);
+	const char *why = "";
+
+	memset(u, 0, sizeof(*u));
+	if (uri_parse_target(m->target, m->target_len, rq->rq_connect, u,
+		&why) == -1) {
 		/*
 		 * An unparsable target is not logged: it may hold userinfo or
 		 * a query with secrets in it (a token as a URL password).
 		 */
 		log_debug("conn: bad target: %s", why);
 		rq->rq_detail = "the request target is malformed";
-		conn_deny_head(c, REASON_BAD_REQUEST, 0, headlen);
-		return;
+		return -1;
 	}
-	if (u.host != NULL && connect) {
-		/* A tunnel's destination is host and port (DESIGN.md). */
-		char hp[300];
-
-		snprintf(hp, sizeof(hp), "%s%.*s%s:%u",
-		    u.host_type == URI_HOST_V6 ? "[" : "",
-		    (int)(u.host_len < 255 ? u.host_len : 255), u.host,
-		    u.host_type == URI_HOST_V6 ? "]" : "", u.port);
-		rq->rq_host = dup_capped(hp, strlen(hp));
-	} else if (u.host != NULL)
-		rq->rq_host = dup_capped(u.host, u.host_len);
-	else if (m->host != NULL)
-		rq->rq_host = dup_capped(m->host, m->host_len);
-	if (u.path != NULL)
-		rq->rq_path = dup_capped(u.path, u.path_len);
+	conn_head_names(rq, m, u);
 	if (lc == NULL ||
-	    (lc->lc_type == LISTENER_FORWARD && u.form == URI_ORIGIN) ||
-	    (lc->lc_type == LISTENER_REVERSE && u.form != URI_ORIGIN) ||
-	    u.form == URI_ASTERISK) {
+	    (lc->lc_type == LISTENER_FORWARD && u->form == URI_ORIGIN) ||
+	    (lc->lc_type == LISTENER_REVERSE && u->form != URI_ORIGIN) ||
+	    u->form == URI_ASTERISK) {
 		rq->rq_detail = lc != NULL && lc->lc_type == LISTENER_REVERSE ?
 		    "this reverse listener takes origin-form targets (/path)" :
 		    "a forward proxy takes absolute-form targets "
 		    "(http://host/path) or CONNECT host:port";
-		conn_deny_head(c, REASON_BAD_REQUEST, 0, headlen);
-		return;
+		return -1;
 	}
 	/* The authority decides; a Host that differs is a 400 (DESIGN.md). */
-	if (u.form != URI_ORIGIN && !host_matches_target(m, &u)) {
+	if (u->form != URI_ORIGIN && !host_matches_target(m, u)) {
 		rq->rq_detail = "Host differs from the request target";
-		conn_deny_head(c, REASON_BAD_REQUEST, 0, headlen);
-		return;
+		return -1;
 	}
 	if (connection_lists_protected(m)) {
 		rq->rq_detail = "Connection lists a header that must reach the "
 				"upstream";
-		conn_deny_head(c, REASON_BAD_REQUEST, 0, headlen);
-		return;
+		return -1;
 	}
+	return 0;
+}
 
-	memset(&v, 0, sizeof(v));
-	v.rv_listener = lc;
-	v.rv_connect = connect;
-	v.rv_method = m->method;
-	v.rv_method_len = m->method_len;
-	v.rv_uri = &u;
-	v.rv_audit_failed =
+/* Every fact policy_decide() needs: token, revocation, budget, audit. */
+static void
+conn_gather(struct conn *c, const struct http1_msg *m, const struct uri *u,
+    struct req_view *v, struct token_claims *claims)
+{
+	struct proxy_env *env = c->cn_env;
+	struct request *rq = c->cn_req;
+	const struct config *cf = rq->rq_cf;
+
+	memset(v, 0, sizeof(*v));
+	v->rv_listener = conn_listener(c, cf);
+	v->rv_connect = rq->rq_connect;
+	v->rv_method = m->method;
+	v->rv_method_len = m->method_len;
+	v->rv_uri = u;
+	v->rv_audit_failed =
 	    env->pe_audit != NULL && audit_failed(env->pe_audit);
-	v.rv_token = conn_verify_token(c, m, connect, &claims);
-	if (v.rv_token == REASON_OK) {
-		v.rv_claims = &claims;
-		snprintf(rq->rq_sub, sizeof(rq->rq_sub), "%s", claims.sub);
-		snprintf(rq->rq_jti, sizeof(rq->rq_jti), "%s", claims.jti);
-		rq->rq_expires = claims.exp + cf->cf_tokens.tc_leeway_s;
-		rq->rq_exp = claims.exp;
-		v.rv_revoked = revocations_has(env->pe_revs, cf, claims.jti);
-		if (budget_may_apply(cf, &claims))
-			v.rv_budget_used =
-			    budget_used(env->pe_budget, claims.jti);
-	}
-	policy_decide(cf, &v, proxy_env_now(env), &d);
-	rq->rq_route = d.de_route;
-	rq->rq_budget_limit = d.de_budget_limit;
-	if (d.de_reason == REASON_OK && !connect &&
-	    m->body == HTTP1_BODY_LENGTH &&
-	    m->content_length > cf->cf_limits.max_body_bytes)
-		d.de_reason = REASON_BODY_TOO_LARGE;
-	if (d.de_reason == REASON_OK &&
-	    cf->cf_audit.ac_fsync == AUDIT_FSYNC_ALWAYS &&
-	    audit_sync(env->pe_audit) == -1)
-		d.de_reason = REASON_AUDIT_UNAVAILABLE;
-	/* Last: a refusal after the charge would waste a unit of budget. */
-	if (d.de_reason == REASON_OK && d.de_budget_limit != 0) {
-		int rc = budget_charge(env->pe_budget, claims.jti, claims.exp,
-		    d.de_budget_limit, &used);
+	v->rv_token = conn_verify_token(c, m, rq->rq_connect, claims);
+	if (v->rv_token != REASON_OK)
+		return;
+	v->rv_claims = claims;
+	snprintf(rq->rq_sub, sizeof(rq->rq_sub), "%s", claims->sub);
+	snprintf(rq->rq_jti, sizeof(rq->rq_jti), "%s", claims->jti);
+	rq->rq_expires = claims->exp + cf->cf_tokens.tc_leeway_s;
+	rq->rq_exp = claims->exp;
+	v->rv_revoked = revocations_has(env->pe_revs, cf, claims->jti);
+	if (budget_may_apply(cf, claims))
+		v->rv_budget_used = budget_used(env->pe_budget, claims->jti);
+}
 
+/*
+ * The gates that follow an allowing decision and have effects of their
+ * own (a body's size, the audit fsync, the budget charge, in that order:
+ * a refusal after the charge would waste a unit of budget). The only
+ * place a request's reason becomes REASON_OK. Returns the final reason.
+ */
+static enum reason
+conn_admit(struct conn *c, const struct http1_msg *m, const struct decision *d,
+    const struct token_claims *claims)
+{
+	struct proxy_env *env = c->cn_env;
+	struct request *rq = c->cn_req;
+	const struct config *cf = rq->rq_cf;
+	uint64_t used;
+	int rc;
+
+	if (d->de_reason != REASON_OK)
+		return d->de_reason;
+	if (!rq->rq_connect && m->body == HTTP1_BODY_LENGTH &&
+	    m->content_length > cf->cf_limits.max_body_bytes)
+		return REASON_BODY_TOO_LARGE;
+	if (cf->cf_audit.ac_fsync == AUDIT_FSYNC_ALWAYS &&
+	    audit_sync(env->pe_audit) == -1)
+		return REASON_AUDIT_UNAVAILABLE;
+	if (d->de_budget_limit != 0) {
+		rc = budget_charge(env->pe_budget, claims->jti, claims->exp,
+		    d->de_budget_limit, &used);
 		/* A charge that cannot be recorded is not granted. */
 		if (rc != 0) {
 			if (rc == -1)
 				log_warnx("budget: cannot charge; denying");
-			d.de_reason = REASON_BUDGET_EXHAUSTED;
+			return REASON_BUDGET_EXHAUSTED;
 		}
 	}
-	explicit_bzero(&claims, sizeof(claims));
-	if (d.de_reason != REASON_OK) {
-		conn_deny_head(c, d.de_reason,
-		    m->body == HTTP1_BODY_NONE && !connect, headlen);
-		return;
-	}
 	rq->rq_reason = REASON_OK;
-	c->cn_denials = 0;
+	return REASON_OK;
+}
 
-	if (connect) {
+/* An admitted request: open the tunnel, or start the upstream leg. */
+static void
+conn_forward(struct conn *c, const struct http1_msg *m, const struct uri *u,
+    size_t headlen)
+{
+	struct request *rq = c->cn_req;
+
+	c->cn_denials = 0;
+	if (rq->rq_connect) {
 		evbuffer_drain(bufferevent_get_input(c->cn_bev), headlen);
 		conn_start_tunnel(c);
 		return;
@@ -1253,7 +1325,7 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 	if (m->body == HTTP1_BODY_NONE ||
 	    (m->body == HTTP1_BODY_LENGTH && m->content_length == 0))
 		rq->rq_body.bd_done = 1;
-	conn_start_upstream(c, m, &u);
+	conn_start_upstream(c, m, u);
 	/*
 	 * The slices in m point into the input: drain only now, and only
 	 * then relay body bytes already read (a pooled upstream is ready).
@@ -1261,6 +1333,38 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 	evbuffer_drain(bufferevent_get_input(c->cn_bev), headlen);
 	if (c->cn_state == CONN_S_EXCHANGE)
 		conn_req_body(c);
+}
+
+/*
+ * A complete head is in buf[0..headlen): decide, then answer or forward.
+ */
+static void
+conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
+{
+	struct request *rq = c->cn_req;
+	struct token_claims claims;
+	struct req_view v;
+	struct decision d;
+	struct uri u;
+	enum reason r;
+
+	conn_head_basics(rq, m);
+	if (conn_check_target(c, m, &u) == -1) {
+		conn_deny_head(c, REASON_BAD_REQUEST, 0, headlen);
+		return;
+	}
+	conn_gather(c, m, &u, &v, &claims);
+	policy_decide(rq->rq_cf, &v, proxy_env_now(c->cn_env), &d);
+	rq->rq_route = d.de_route;
+	rq->rq_budget_limit = d.de_budget_limit;
+	r = conn_admit(c, m, &d, &claims);
+	explicit_bzero(&claims, sizeof(claims));
+	if (r != REASON_OK) {
+		conn_deny_head(c, r,
+		    m->body == HTTP1_BODY_NONE && !rq->rq_connect, headlen);
+		return;
+	}
+	conn_forward(c, m, &u, headlen);
 }
 
 static void
@@ -1413,76 +1517,89 @@ body_move(struct evbuffer *src, struct evbuffer *dst, size_t n)
  * framing may then be cut: close both sides).
  */
 static int
+body_relay_length(struct body *b, struct evbuffer *src, struct evbuffer *dst,
+    uint64_t *counter, size_t avail)
+{
+	size_t n = b->bd_left < avail ? (size_t)b->bd_left : avail;
+
+	if (body_move(src, dst, n) == -1)
+		return -3;
+	b->bd_left -= n;
+	b->bd_bytes += n;
+	*counter += n;
+	if (b->bd_left == 0)
+		b->bd_done = 1;
+	return 0;
+}
+
+/* One step of the chunked decoder over the first contiguous piece. */
+static int
+body_relay_chunk(struct body *b, struct evbuffer *src, struct evbuffer *dst,
+    uint64_t *counter, uint64_t limit)
+{
+	struct evbuffer_iovec v;
+	size_t data = 0;
+	ssize_t used;
+
+	if (evbuffer_peek(src, -1, NULL, &v, 1) < 1)
+		return -1;
+	used = http1_chunked_step(&b->bd_chunk, v.iov_base, v.iov_len, &data);
+	if (used < 0)
+		return -1;
+	if (used == 0) {
+		b->bd_done = http1_chunked_done(&b->bd_chunk);
+		return b->bd_done ? 0 : -1;
+	}
+	if (data > 0 && b->bd_bytes + data > limit)
+		return -2;
+	if (data == 0 && b->bd_mode != BODY_PASS)
+		(void)evbuffer_drain(src, (size_t)used);
+	else if (data > 0 && b->bd_mode == BODY_RECHUNK) {
+		if (chunk_line(dst, data) == -1 ||
+		    body_move(src, dst, data) == -1 ||
+		    evbuffer_add(dst, "\r\n", 2) == -1)
+			return -3;
+	} else if (body_move(src, dst, (size_t)used) == -1)
+		return -3;
+	*counter += (size_t)used;
+	b->bd_bytes += data;
+	if (http1_chunked_done(&b->bd_chunk)) {
+		b->bd_done = 1;
+		if (b->bd_mode == BODY_RECHUNK &&
+		    evbuffer_add(dst, "0\r\n\r\n", 5) == -1)
+			return -3;
+	}
+	return 0;
+}
+
+static int
 body_relay(struct body *b, struct evbuffer *src, struct evbuffer *dst,
     uint64_t *counter, uint64_t limit)
 {
 	size_t avail;
+	int rc = 0;
 
-	while (!b->bd_done && (avail = evbuffer_get_length(src)) > 0) {
+	while (
+	    rc == 0 && !b->bd_done && (avail = evbuffer_get_length(src)) > 0) {
 		switch (b->bd_kind) {
-		case HTTP1_BODY_LENGTH: {
-			size_t n =
-			    b->bd_left < avail ? (size_t)b->bd_left : avail;
-
-			if (body_move(src, dst, n) == -1)
-				return -3;
-			b->bd_left -= n;
-			b->bd_bytes += n;
-			*counter += n;
-			if (b->bd_left == 0)
-				b->bd_done = 1;
+		case HTTP1_BODY_LENGTH:
+			rc = body_relay_length(b, src, dst, counter, avail);
 			break;
-		}
 		case HTTP1_BODY_EOF:
 			if (evbuffer_add_buffer(dst, src) == -1)
 				return -3;
 			b->bd_bytes += avail;
 			*counter += avail;
 			break;
-		case HTTP1_BODY_CHUNKED: {
-			struct evbuffer_iovec v;
-			size_t data = 0;
-			ssize_t used;
-
-			if (evbuffer_peek(src, -1, NULL, &v, 1) < 1)
-				return -1;
-			used = http1_chunked_step(&b->bd_chunk, v.iov_base,
-			    v.iov_len, &data);
-			if (used < 0)
-				return -1;
-			if (used == 0) {
-				b->bd_done = http1_chunked_done(&b->bd_chunk);
-				if (!b->bd_done)
-					return -1;
-				break;
-			}
-			if (data > 0 && b->bd_bytes + data > limit)
-				return -2;
-			if (data == 0 && b->bd_mode != BODY_PASS)
-				(void)evbuffer_drain(src, (size_t)used);
-			else if (data > 0 && b->bd_mode == BODY_RECHUNK) {
-				if (chunk_line(dst, data) == -1 ||
-				    body_move(src, dst, data) == -1 ||
-				    evbuffer_add(dst, "\r\n", 2) == -1)
-					return -3;
-			} else if (body_move(src, dst, (size_t)used) == -1)
-				return -3;
-			*counter += (size_t)used;
-			b->bd_bytes += data;
-			if (http1_chunked_done(&b->bd_chunk)) {
-				b->bd_done = 1;
-				if (b->bd_mode == BODY_RECHUNK &&
-				    evbuffer_add(dst, "0\r\n\r\n", 5) == -1)
-					return -3;
-			}
+		case HTTP1_BODY_CHUNKED:
+			rc = body_relay_chunk(b, src, dst, counter, limit);
 			break;
-		}
 		default:
 			b->bd_done = 1;
 			break;
 		}
 	}
-	return 0;
+	return rc;
 }
 
 /* Pause the source while the destination holds too much. */
@@ -1743,6 +1860,30 @@ conn_up_bad(struct conn *c, enum reason r, const char *why)
 	conn_deny(c, r, 0);
 }
 
+/* How the final response's body is relayed, and what it ends. */
+static void
+resp_framing(struct request *rq, const struct http1_msg *m)
+{
+	rq->rq_status = m->status;
+	rq->rq_rbody.bd_kind = m->body;
+	rq->rq_rbody.bd_left = m->content_length;
+	http1_chunked_init(&rq->rq_rbody.bd_chunk);
+	if (m->body == HTTP1_BODY_CHUNKED && rq->rq_client_minor == 0)
+		rq->rq_rbody.bd_mode = BODY_DECHUNK;
+	if (m->body == HTTP1_BODY_EOF || (m->flags & HTTP1_F_CLOSE) ||
+	    m->minor == 0)
+		rq->rq_up_close = 1;
+	/* Close-delimited bodies end the client connection too. */
+	if (m->body == HTTP1_BODY_EOF || rq->rq_rbody.bd_mode == BODY_DECHUNK)
+		rq->rq_close = 1;
+	/* A response before the whole request: cannot resync. */
+	if (!rq->rq_body.bd_done)
+		rq->rq_close = 1;
+	if (m->body == HTTP1_BODY_NONE ||
+	    (m->body == HTTP1_BODY_LENGTH && m->content_length == 0))
+		rq->rq_rbody.bd_done = 1;
+}
+
 static void
 conn_resp_head(struct conn *c)
 {
@@ -1793,25 +1934,7 @@ conn_resp_head(struct conn *c)
 			evbuffer_drain(in, end);
 			continue;
 		}
-		rq->rq_status = m.status;
-		rq->rq_rbody.bd_kind = m.body;
-		rq->rq_rbody.bd_left = m.content_length;
-		http1_chunked_init(&rq->rq_rbody.bd_chunk);
-		if (m.body == HTTP1_BODY_CHUNKED && rq->rq_client_minor == 0)
-			rq->rq_rbody.bd_mode = BODY_DECHUNK;
-		if (m.body == HTTP1_BODY_EOF || (m.flags & HTTP1_F_CLOSE) ||
-		    m.minor == 0)
-			rq->rq_up_close = 1;
-		/* Close-delimited bodies end the client connection too. */
-		if (m.body == HTTP1_BODY_EOF ||
-		    rq->rq_rbody.bd_mode == BODY_DECHUNK)
-			rq->rq_close = 1;
-		/* A response before the whole request: cannot resync. */
-		if (!rq->rq_body.bd_done)
-			rq->rq_close = 1;
-		if (m.body == HTTP1_BODY_NONE ||
-		    (m.body == HTTP1_BODY_LENGTH && m.content_length == 0))
-			rq->rq_rbody.bd_done = 1;
+		resp_framing(rq, &m);
 		if (build_client_head(c, &m) == -1)
 			goto nomem;
 		evbuffer_drain(in, end);
