@@ -37,7 +37,7 @@
 #include "netpolicy/np_private.h"
 
 #define NP_DUMP_TRIES     5
-#define NP_DUMP_BUF       (64 * 1024)
+#define NP_DUMP_BUF       ((size_t)64 * 1024)
 #define NP_DUMP_WAIT_MS   5000
 #define NP_DUMP_MAX_RULES 4096    /* more is not ours: fail, re-apply */
 #define NP_DUMP_MAX_ELEMS 1000000 /* static elements kept per set */

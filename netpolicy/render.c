@@ -68,9 +68,12 @@ sb_printf(struct sb *sb, const char *fmt, ...)
 		sb->sb_cap = cap;
 	}
 	va_start(ap, fmt);
-	vsnprintf(sb->sb_buf + sb->sb_len, sb->sb_cap - sb->sb_len, fmt, ap);
+	if (vsnprintf(sb->sb_buf + sb->sb_len, sb->sb_cap - sb->sb_len, fmt,
+		ap) != n)
+		sb->sb_err = 1;
 	va_end(ap);
-	sb->sb_len += (size_t)n;
+	if (!sb->sb_err)
+		sb->sb_len += (size_t)n;
 }
 
 /* One decompiled piece of a rule. */

@@ -67,7 +67,7 @@ np_why(char *why, size_t whylen, const char *fmt, ...)
 	if (why == NULL || whylen == 0)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(why, whylen, fmt, ap);
+	(void)vsnprintf(why, whylen, fmt, ap); /* truncated reason is fine */
 	va_end(ap);
 }
 
