@@ -21,7 +21,7 @@
 #include "netpolicy/np_private.h"
 
 /* Rule lists longer than this are compared position by position. */
-#define NP_LCS_MAX_CELLS (256 * 256)
+#define NP_LCS_MAX_CELLS ((size_t)256 * 256)
 
 struct diff {
 	np_diff_cb d_cb;
@@ -42,7 +42,7 @@ diff_report(struct diff *d, const char *fmt, ...)
 	if (d->d_cb == NULL)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	(void)vsnprintf(line, sizeof(line), fmt, ap); /* truncation is fine */
 	va_end(ap);
 	d->d_cb(d->d_arg, line);
 }

@@ -37,7 +37,7 @@
 #include "netpolicy/np_private.h"
 
 #define NP_DUMP_TRIES     5
-#define NP_DUMP_BUF       (64 * 1024)
+#define NP_DUMP_BUF       ((size_t)64 * 1024)
 #define NP_DUMP_WAIT_MS   5000
 #define NP_DUMP_MAX_RULES 4096    /* more is not ours: fail, re-apply */
 #define NP_DUMP_MAX_ELEMS 1000000 /* static elements kept per set */
@@ -323,12 +323,81 @@ expr_data(const struct nftnl_expr *e, uint16_t attr, uint8_t *dst,
 		*dlen = len;
 }
 
+/*
+ * The expr_* helpers below each read one kind of kernel expression into x,
+ * which expr_parse zeroed, and return 1 when its shape is not one sluice
+ * builds (x->ex_unknown_attr).
+ */
+
+/* ct: a load (dreg) or a set (sreg), never both or neither. */
+static int
+expr_ct(const struct nftnl_expr *e, struct np_expr *x)
+{
+	x->ex_type = NP_E_CT;
+	x->ex_key = nftnl_expr_get_u32(e, NFTNL_EXPR_CT_KEY);
+	if (has(e, NFTNL_EXPR_CT_DREG))
+		x->ex_dreg = nftnl_expr_get_u32(e, NFTNL_EXPR_CT_DREG);
+	if (has(e, NFTNL_EXPR_CT_SREG))
+		x->ex_sreg = nftnl_expr_get_u32(e, NFTNL_EXPR_CT_SREG);
+	if (has(e, NFTNL_EXPR_CT_DIR))
+		x->ex_ctdir = 1u + nftnl_expr_get_u8(e, NFTNL_EXPR_CT_DIR);
+	return has(e, NFTNL_EXPR_CT_DREG) == has(e, NFTNL_EXPR_CT_SREG) ||
+	    (x->ex_sreg != 0 && x->ex_ctdir != 0);
+}
+
+/* log: only NFLOG group logging without copy options is ours. */
+static int
+expr_log(const struct nftnl_expr *e, struct np_expr *x)
+{
+	const char *s;
+	int u = 0;
+
+	x->ex_type = NP_E_LOG;
+	x->ex_group = nftnl_expr_get_u16(e, NFTNL_EXPR_LOG_GROUP);
+	if (has(e, NFTNL_EXPR_LOG_FLAGS))
+		x->ex_flags = nftnl_expr_get_u32(e, NFTNL_EXPR_LOG_FLAGS);
+	if ((s = nftnl_expr_get_str(e, NFTNL_EXPR_LOG_PREFIX)) != NULL)
+		copy_name(x->ex_name, s, &u);
+	u |= !has(e, NFTNL_EXPR_LOG_GROUP) || has(e, NFTNL_EXPR_LOG_LEVEL) ||
+	    nftnl_expr_get_u32(e, NFTNL_EXPR_LOG_SNAPLEN) != 0 ||
+	    nftnl_expr_get_u16(e, NFTNL_EXPR_LOG_QTHRESHOLD) != 0;
+	return u;
+}
+
+/*
+ * immediate: a value loaded into a register (for ct mark set), or else a
+ * verdict.
+ */
+static int
+expr_immediate(const struct nftnl_expr *e, struct np_expr *x)
+{
+	const char *s;
+	int u = 0;
+
+	if (nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_DREG) != NFT_REG_VERDICT &&
+	    has(e, NFTNL_EXPR_IMM_DATA)) {
+		x->ex_type = NP_E_IMMEDIATE;
+		x->ex_dreg = nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_DREG);
+		expr_data(e, NFTNL_EXPR_IMM_DATA, x->ex_data, &x->ex_len, &u);
+		u |= has(e, NFTNL_EXPR_IMM_VERDICT) ||
+		    has(e, NFTNL_EXPR_IMM_CHAIN);
+		return u;
+	}
+	x->ex_type = NP_E_VERDICT;
+	x->ex_verdict = (int32_t)nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_VERDICT);
+	if ((s = nftnl_expr_get_str(e, NFTNL_EXPR_IMM_CHAIN)) != NULL)
+		copy_name(x->ex_name, s, &u);
+	/* Loading data into a register is not a verdict. */
+	u |= nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_DREG) != NFT_REG_VERDICT ||
+	    has(e, NFTNL_EXPR_IMM_DATA) || !has(e, NFTNL_EXPR_IMM_VERDICT);
+	return u;
+}
+
 /* One kernel expression into the model; unknown shapes are flagged. */
 static void
 expr_parse(const struct nftnl_expr *e, struct np_expr *x)
 {
 	const char *name = nftnl_expr_get_str(e, NFTNL_EXPR_NAME);
-	const char *s;
 	int u = 0;
 
 	memset(x, 0, sizeof(*x));
@@ -364,18 +433,7 @@ expr_parse(const struct nftnl_expr *e, struct np_expr *x)
 		if (has(e, NFTNL_EXPR_LOOKUP_DREG))
 			u = 1;
 	} else if (strcmp(name, "ct") == 0) {
-		x->ex_type = NP_E_CT;
-		x->ex_key = nftnl_expr_get_u32(e, NFTNL_EXPR_CT_KEY);
-		/* A load (dreg) or a set (sreg), never both or neither. */
-		if (has(e, NFTNL_EXPR_CT_DREG))
-			x->ex_dreg = nftnl_expr_get_u32(e, NFTNL_EXPR_CT_DREG);
-		if (has(e, NFTNL_EXPR_CT_SREG))
-			x->ex_sreg = nftnl_expr_get_u32(e, NFTNL_EXPR_CT_SREG);
-		if (has(e, NFTNL_EXPR_CT_DIR))
-			x->ex_ctdir =
-			    1u + nftnl_expr_get_u8(e, NFTNL_EXPR_CT_DIR);
-		u = has(e, NFTNL_EXPR_CT_DREG) == has(e, NFTNL_EXPR_CT_SREG) ||
-		    (x->ex_sreg != 0 && x->ex_ctdir != 0);
+		u = expr_ct(e, x);
 	} else if (strcmp(name, "fib") == 0) {
 		x->ex_type = NP_E_FIB;
 		x->ex_key = nftnl_expr_get_u32(e, NFTNL_EXPR_FIB_RESULT);
@@ -404,38 +462,9 @@ expr_parse(const struct nftnl_expr *e, struct np_expr *x)
 		x->ex_ltype = nftnl_expr_get_u32(e, NFTNL_EXPR_LIMIT_TYPE);
 		x->ex_flags = nftnl_expr_get_u32(e, NFTNL_EXPR_LIMIT_FLAGS);
 	} else if (strcmp(name, "log") == 0) {
-		x->ex_type = NP_E_LOG;
-		x->ex_group = nftnl_expr_get_u16(e, NFTNL_EXPR_LOG_GROUP);
-		if (has(e, NFTNL_EXPR_LOG_FLAGS))
-			x->ex_flags =
-			    nftnl_expr_get_u32(e, NFTNL_EXPR_LOG_FLAGS);
-		if ((s = nftnl_expr_get_str(e, NFTNL_EXPR_LOG_PREFIX)) != NULL)
-			copy_name(x->ex_name, s, &u);
-		/* Only NFLOG group logging without copy options is ours. */
-		u |= !has(e, NFTNL_EXPR_LOG_GROUP) ||
-		    has(e, NFTNL_EXPR_LOG_LEVEL) ||
-		    nftnl_expr_get_u32(e, NFTNL_EXPR_LOG_SNAPLEN) != 0 ||
-		    nftnl_expr_get_u16(e, NFTNL_EXPR_LOG_QTHRESHOLD) != 0;
-	} else if (strcmp(name, "immediate") == 0 &&
-	    nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_DREG) != NFT_REG_VERDICT &&
-	    has(e, NFTNL_EXPR_IMM_DATA)) {
-		/* A value loaded into a register (for ct mark set). */
-		x->ex_type = NP_E_IMMEDIATE;
-		x->ex_dreg = nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_DREG);
-		expr_data(e, NFTNL_EXPR_IMM_DATA, x->ex_data, &x->ex_len, &u);
-		u |= has(e, NFTNL_EXPR_IMM_VERDICT) ||
-		    has(e, NFTNL_EXPR_IMM_CHAIN);
+		u = expr_log(e, x);
 	} else if (strcmp(name, "immediate") == 0) {
-		x->ex_type = NP_E_VERDICT;
-		x->ex_verdict =
-		    (int32_t)nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_VERDICT);
-		if ((s = nftnl_expr_get_str(e, NFTNL_EXPR_IMM_CHAIN)) != NULL)
-			copy_name(x->ex_name, s, &u);
-		/* Loading data into a register is not a verdict. */
-		u |= nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_DREG) !=
-			NFT_REG_VERDICT ||
-		    has(e, NFTNL_EXPR_IMM_DATA) ||
-		    !has(e, NFTNL_EXPR_IMM_VERDICT);
+		u = expr_immediate(e, x);
 	} else {
 		x->ex_type = NP_E_OTHER;
 		snprintf(x->ex_name, sizeof(x->ex_name), "%s", name);

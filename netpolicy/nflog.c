@@ -36,7 +36,7 @@
  *
  * Headers are all we want: IPv6 with a few extension headers, then ports. */
 #define NP_NFLOG_COPY     128
-#define NP_NFLOG_BUF      (64 * 1024)
+#define NP_NFLOG_BUF      ((size_t)64 * 1024)
 #define NP_NFLOG_RCVBUF   (1024 * 1024)
 #define NP_NFLOG_MAXREADS 64 /* datagrams per np_nflog_read call */
 #define NP_NFLOG_WAIT_MS  2000

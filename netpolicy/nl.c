@@ -48,7 +48,7 @@
 #define NP_BATCH_PAGE    (256 * 1024)
 #define NP_BATCH_OVERRUN (64 * 1024)
 #define NP_ELEMS_PER_MSG 256
-#define NP_RECV_BUF      (64 * 1024)
+#define NP_RECV_BUF      ((size_t)64 * 1024)
 /*
  * The kernel handles a batch inside our sendmsg(), so every ACK is queued
  * before sendmsg returns; the wait only bounds a kernel that misbehaves.
@@ -266,7 +266,7 @@ txn_msg(struct np_txn *t, int required, uint32_t *seq, const char *fmt, ...)
 	m->m_seq = t->t_seq++;
 	m->m_required = required;
 	va_start(ap, fmt);
-	vsnprintf(m->m_what, sizeof(m->m_what), fmt, ap);
+	(void)vsnprintf(m->m_what, sizeof(m->m_what), fmt, ap); /* a label */
 	va_end(ap);
 	*seq = m->m_seq;
 	return 0;
@@ -835,6 +835,36 @@ now_ms(void)
 }
 
 /*
+ * Read one datagram of ACKs into buf (NP_RECV_BUF bytes) and run the
+ * callbacks over it. Returns 0, also when interrupted or when the datagram
+ * was not from the kernel, or -1 with why set on a socket error or a reply
+ * for a portid that is not ours.
+ */
+static int
+txn_read(struct np_txn *t, char *buf, mnl_cb_t *ctl, char *why, size_t whylen)
+{
+	ssize_t n;
+
+	n = np_nl_recv(mnl_socket_get_fd(t->t_nl), buf, NP_RECV_BUF, 0);
+	if ((n == -1 && errno == EINTR) || n == 0)
+		return 0;
+	if (n == -1) {
+		/* ENOBUFS: ACKs were lost, the outcome is unknown. */
+		np_why(why, whylen, "netlink receive: %s", strerror(errno));
+		return -1;
+	}
+	/* seq 0: we match seqs ourselves, against the whole batch. */
+	if (mnl_cb_run2(buf, (size_t)n, 0, t->t_portid, other_cb, t, ctl,
+		NLMSG_MIN_TYPE) == -1) {
+		np_why(why, whylen, "netlink: %s",
+		    errno == ESRCH ? "reply for another portid" :
+				     strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/*
  * Read ACKs until every required one arrived, with a bounded wait, then
  * take whatever else is already queued (the ACKs of batch begin/end on
  * kernels that send them). Returns 0, or -1 with why set on a socket
@@ -847,7 +877,6 @@ txn_collect(struct np_txn *t, char *why, size_t whylen)
 	struct pollfd pfd;
 	int64_t deadline, left;
 	char *buf;
-	ssize_t n;
 	int rc, drain = 0, i;
 
 	for (i = 0; i < NLMSG_MIN_TYPE; i++)
@@ -891,24 +920,8 @@ txn_collect(struct np_txn *t, char *why, size_t whylen)
 			    txn_pending(t), NP_ACK_TIMEOUT_MS);
 			goto fail;
 		}
-		n = np_nl_recv(mnl_socket_get_fd(t->t_nl), buf, NP_RECV_BUF, 0);
-		if ((n == -1 && errno == EINTR) || n == 0)
-			continue;
-		if (n == -1) {
-			/* ENOBUFS: ACKs were lost, the outcome is unknown. */
-			np_why(why, whylen, "netlink receive: %s",
-			    strerror(errno));
+		if (txn_read(t, buf, ctl, why, whylen) == -1)
 			goto fail;
-		}
-		/* seq 0: we match seqs ourselves, against the whole batch. */
-		rc = mnl_cb_run2(buf, (size_t)n, 0, t->t_portid, other_cb, t,
-		    ctl, NLMSG_MIN_TYPE);
-		if (rc == -1) {
-			np_why(why, whylen, "netlink: %s",
-			    errno == ESRCH ? "reply for another portid" :
-					     strerror(errno));
-			goto fail;
-		}
 	}
 	free(buf);
 	return 0;

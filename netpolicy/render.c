@@ -68,9 +68,12 @@ sb_printf(struct sb *sb, const char *fmt, ...)
 		sb->sb_cap = cap;
 	}
 	va_start(ap, fmt);
-	vsnprintf(sb->sb_buf + sb->sb_len, sb->sb_cap - sb->sb_len, fmt, ap);
+	if (vsnprintf(sb->sb_buf + sb->sb_len, sb->sb_cap - sb->sb_len, fmt,
+		ap) != n)
+		sb->sb_err = 1;
 	va_end(ap);
-	sb->sb_len += (size_t)n;
+	if (!sb->sb_err)
+		sb->sb_len += (size_t)n;
 }
 
 /* One decompiled piece of a rule. */
@@ -129,117 +132,155 @@ round4(uint32_t n)
 	return (n + 3) & ~3u;
 }
 
+/*
+ * The unit parsers below each take the rule and the index i of the unit's
+ * first expression, fill *u and return how many expressions the unit
+ * takes, or -1 when they fit no pattern.
+ */
+
+/* A load and the cmp that follows it (meta, fib, ct other than state). */
+static int
+unit_cmp(const struct np_rule *ru, size_t i, struct unit *u,
+    enum unit_kind kind)
+{
+	const struct np_expr *e = &ru->ru_exprs[i];
+
+	if (i + 1 >= ru->ru_nexprs || !cmp_follows(e, &ru->ru_exprs[i + 1]))
+		return -1;
+	unit_set(u, kind, e, &ru->ru_exprs[i + 1]);
+	return 2;
+}
+
+/*
+ * A payload load and its cmp, or one or two payload loads (a
+ * concatenation) and the set lookup that takes them.
+ */
+static int
+unit_payload(const struct np_rule *ru, size_t i, struct unit *u)
+{
+	const struct np_expr *e = &ru->ru_exprs[i], *x;
+	size_t j = i + 1;
+
+	if (j >= ru->ru_nexprs)
+		return -1;
+	x = &ru->ru_exprs[j];
+	if (cmp_follows(e, x)) {
+		unit_set(u, U_PCMP, e, x);
+		return 2;
+	}
+	unit_set(u, U_LOOKUP, e, NULL); /* u_last below */
+	if (x->ex_type == NP_E_PAYLOAD &&
+	    x->ex_dreg == concat_reg(round4(e->ex_len))) {
+		u->u_load[1] = x;
+		u->u_nload = 2;
+		if (++j >= ru->ru_nexprs)
+			return -1;
+		x = &ru->ru_exprs[j];
+	}
+	if (x->ex_type != NP_E_LOOKUP || x->ex_unknown_attr ||
+	    x->ex_sreg != e->ex_dreg ||
+	    (x->ex_flags & ~(uint32_t)NFT_LOOKUP_F_INV) != 0)
+		return -1;
+	u->u_last = x;
+	return (int)(j + 1 - i);
+}
+
+/* An immediate: only as the value of a ct mark set that follows. */
+static int
+unit_ctset(const struct np_rule *ru, size_t i, struct unit *u)
+{
+	const struct np_expr *e = &ru->ru_exprs[i], *x;
+
+	if (i + 1 >= ru->ru_nexprs)
+		return -1;
+	x = &ru->ru_exprs[i + 1];
+	if (x->ex_type != NP_E_CT || x->ex_unknown_attr || x->ex_dreg != 0 ||
+	    x->ex_sreg != e->ex_dreg || x->ex_key != NFT_CT_MARK ||
+	    x->ex_ctdir != 0 || e->ex_len != 4)
+		return -1;
+	unit_set(u, U_CTSET, e, x);
+	return 2;
+}
+
+/* ct state load, bitwise mask of it, cmp neq 0. */
+static int
+unit_ctstate(const struct np_rule *ru, size_t i, struct unit *u)
+{
+	const struct np_expr *e = &ru->ru_exprs[i], *x, *cmp;
+
+	if (i + 2 >= ru->ru_nexprs || e->ex_ctdir != 0)
+		return -1;
+	x = &ru->ru_exprs[i + 1];
+	if (x->ex_type != NP_E_BITWISE || x->ex_sreg != e->ex_dreg ||
+	    x->ex_dreg != e->ex_dreg || x->ex_len != 4 || x->ex_op != 0 ||
+	    x->ex_unknown_attr || memcmp(x->ex_xor, "\0\0\0\0", 4) != 0)
+		return -1;
+	cmp = &ru->ru_exprs[i + 2];
+	if (!cmp_follows(x, cmp) || cmp->ex_op != NFT_CMP_NEQ ||
+	    cmp->ex_len != 4 || memcmp(cmp->ex_data, "\0\0\0\0", 4) != 0)
+		return -1;
+	unit_set(u, U_CTSTATE, e, x);
+	return 3;
+}
+
+/* A ct load into a register: state, or a key compared to a value. */
+static int
+unit_ct(const struct np_rule *ru, size_t i, struct unit *u)
+{
+	const struct np_expr *e = &ru->ru_exprs[i];
+
+	if (e->ex_sreg != 0 || e->ex_dreg == 0)
+		return -1;
+	if (e->ex_key != NFT_CT_STATE)
+		return unit_cmp(ru, i, u, U_CT);
+	return unit_ctstate(ru, i, u);
+}
+
+/* The unit that starts at expression i, by the type of that expression. */
+static int
+unit_parse(const struct np_rule *ru, size_t i, struct unit *u)
+{
+	const struct np_expr *e = &ru->ru_exprs[i];
+
+	switch (e->ex_type) {
+	case NP_E_META:
+		return unit_cmp(ru, i, u, U_META);
+	case NP_E_PAYLOAD:
+		return unit_payload(ru, i, u);
+	case NP_E_IMMEDIATE:
+		return unit_ctset(ru, i, u);
+	case NP_E_FIB:
+		return unit_cmp(ru, i, u, U_FIB);
+	case NP_E_CT:
+		return unit_ct(ru, i, u);
+	case NP_E_COUNTER:
+	case NP_E_LIMIT:
+	case NP_E_LOG:
+	case NP_E_VERDICT:
+		u->u_kind = U_STMT;
+		u->u_last = e;
+		return 1;
+	default:
+		return -1;
+	}
+}
+
 /* Split a rule into units; -1 when some expression fits no pattern. */
 static int
 units_parse(const struct np_rule *ru, struct unit *u, size_t *nu)
 {
-	const struct np_expr *e, *x;
 	size_t i = 0, n = 0;
-	uint32_t off;
+	int used;
 
 	if (ru->ru_overflow)
 		return -1;
 	while (i < ru->ru_nexprs) {
-		e = &ru->ru_exprs[i];
-		if (e->ex_unknown_attr)
+		if (ru->ru_exprs[i].ex_unknown_attr)
 			return -1;
 		memset(&u[n], 0, sizeof(u[n]));
-		switch (e->ex_type) {
-		case NP_E_META:
-			if (i + 1 >= ru->ru_nexprs ||
-			    !cmp_follows(e, &ru->ru_exprs[i + 1]))
-				return -1;
-			unit_set(&u[n], U_META, e, &ru->ru_exprs[i + 1]);
-			i += 2;
-			break;
-		case NP_E_PAYLOAD:
-			if (i + 1 >= ru->ru_nexprs)
-				return -1;
-			x = &ru->ru_exprs[i + 1];
-			if (cmp_follows(e, x)) {
-				unit_set(&u[n], U_PCMP, e, x);
-				i += 2;
-				break;
-			}
-			unit_set(&u[n], U_LOOKUP, e, NULL); /* u_last below */
-			off = round4(e->ex_len);
-			i++;
-			if (x->ex_type == NP_E_PAYLOAD &&
-			    x->ex_dreg == concat_reg(off)) {
-				u[n].u_load[1] = x;
-				u[n].u_nload = 2;
-				i++;
-				if (i >= ru->ru_nexprs)
-					return -1;
-				x = &ru->ru_exprs[i];
-			}
-			if (x->ex_type != NP_E_LOOKUP || x->ex_unknown_attr ||
-			    x->ex_sreg != e->ex_dreg ||
-			    (x->ex_flags & ~(uint32_t)NFT_LOOKUP_F_INV) != 0)
-				return -1;
-			u[n].u_last = x;
-			i++;
-			break;
-		case NP_E_IMMEDIATE:
-			/* Only as the value of a ct set that follows. */
-			if (i + 1 >= ru->ru_nexprs)
-				return -1;
-			x = &ru->ru_exprs[i + 1];
-			if (x->ex_type != NP_E_CT || x->ex_unknown_attr ||
-			    x->ex_dreg != 0 || x->ex_sreg != e->ex_dreg ||
-			    x->ex_key != NFT_CT_MARK || x->ex_ctdir != 0 ||
-			    e->ex_len != 4)
-				return -1;
-			unit_set(&u[n], U_CTSET, e, x);
-			i += 2;
-			break;
-		case NP_E_FIB:
-			if (i + 1 >= ru->ru_nexprs ||
-			    !cmp_follows(e, &ru->ru_exprs[i + 1]))
-				return -1;
-			unit_set(&u[n], U_FIB, e, &ru->ru_exprs[i + 1]);
-			i += 2;
-			break;
-		case NP_E_CT:
-			if (e->ex_sreg != 0 || e->ex_dreg == 0)
-				return -1;
-			if (e->ex_key != NFT_CT_STATE) {
-				if (i + 1 >= ru->ru_nexprs ||
-				    !cmp_follows(e, &ru->ru_exprs[i + 1]))
-					return -1;
-				unit_set(&u[n], U_CT, e, &ru->ru_exprs[i + 1]);
-				i += 2;
-				break;
-			}
-			if (i + 2 >= ru->ru_nexprs || e->ex_ctdir != 0)
-				return -1;
-			x = &ru->ru_exprs[i + 1];
-			if (x->ex_type != NP_E_BITWISE ||
-			    x->ex_sreg != e->ex_dreg ||
-			    x->ex_dreg != e->ex_dreg || x->ex_len != 4 ||
-			    x->ex_op != 0 || x->ex_unknown_attr ||
-			    memcmp(x->ex_xor, "\0\0\0\0", 4) != 0)
-				return -1;
-			if (!cmp_follows(x, &ru->ru_exprs[i + 2]) ||
-			    ru->ru_exprs[i + 2].ex_op != NFT_CMP_NEQ ||
-			    ru->ru_exprs[i + 2].ex_len != 4 ||
-			    memcmp(ru->ru_exprs[i + 2].ex_data, "\0\0\0\0",
-				4) != 0)
-				return -1;
-			unit_set(&u[n], U_CTSTATE, e, x);
-			i += 3;
-			break;
-		case NP_E_COUNTER:
-		case NP_E_LIMIT:
-		case NP_E_LOG:
-		case NP_E_VERDICT:
-			u[n].u_kind = U_STMT;
-			u[n].u_last = e;
-			i++;
-			break;
-		default:
+		if ((used = unit_parse(ru, i, &u[n])) == -1)
 			return -1;
-		}
+		i += (size_t)used;
 		n++;
 	}
 	*nu = n;
@@ -326,6 +367,51 @@ struct ctx {
 	int l4proto; /* -1: unknown */
 };
 
+/* The name of a network header field a payload load reads, or NULL. */
+static const char *
+network_field_name(const struct ctx *c, const struct np_expr *p)
+{
+	if (c->nfproto == NFPROTO_IPV4) {
+		/* Shorter: a byte-aligned prefix (see field_value). */
+		if (p->ex_offset == 12 && p->ex_len >= 1 && p->ex_len <= 4)
+			return "ip saddr";
+		if (p->ex_offset == 16 && p->ex_len >= 1 && p->ex_len <= 4)
+			return "ip daddr";
+		if (p->ex_offset == 8 && p->ex_len == 1)
+			return "ip ttl";
+	} else if (c->nfproto == NFPROTO_IPV6) {
+		if (p->ex_offset == 8 && p->ex_len == 16)
+			return "ip6 saddr";
+		if (p->ex_offset == 24 && p->ex_len == 16)
+			return "ip6 daddr";
+		if (p->ex_offset == 7 && p->ex_len == 1)
+			return "ip6 hoplimit";
+	}
+	return NULL;
+}
+
+/* The name of a transport header field a payload load reads, or NULL. */
+static const char *
+transport_field_name(const struct ctx *c, const struct np_expr *p)
+{
+	int tcp = c->l4proto == IPPROTO_TCP;
+
+	if (tcp || c->l4proto == IPPROTO_UDP) {
+		if (p->ex_offset == 0 && p->ex_len == 2)
+			return tcp ? "tcp sport" : "udp sport";
+		if (p->ex_offset == 2 && p->ex_len == 2)
+			return tcp ? "tcp dport" : "udp dport";
+		return NULL;
+	}
+	if (p->ex_offset != 0 || p->ex_len != 1)
+		return NULL;
+	if (c->l4proto == IPPROTO_ICMPV6 && c->nfproto == NFPROTO_IPV6)
+		return "icmpv6 type";
+	if (c->l4proto == IPPROTO_ICMP && c->nfproto == NFPROTO_IPV4)
+		return "icmp type";
+	return NULL;
+}
+
 /*
  * Print the field a payload load names ("ip daddr", "tcp dport"); -1 when
  * the context does not say which protocol header it is.
@@ -333,47 +419,12 @@ struct ctx {
 static int
 field_name(struct sb *sb, const struct ctx *c, const struct np_expr *p)
 {
-	const char *name = NULL, *proto;
+	const char *name = NULL;
 
-	if (p->ex_base == NFT_PAYLOAD_NETWORK_HEADER) {
-		if (c->nfproto == NFPROTO_IPV4) {
-			/* Shorter: a byte-aligned prefix (see field_value). */
-			if (p->ex_offset == 12 && p->ex_len >= 1 &&
-			    p->ex_len <= 4)
-				name = "ip saddr";
-			else if (p->ex_offset == 16 && p->ex_len >= 1 &&
-			    p->ex_len <= 4)
-				name = "ip daddr";
-			else if (p->ex_offset == 8 && p->ex_len == 1)
-				name = "ip ttl";
-		} else if (c->nfproto == NFPROTO_IPV6) {
-			if (p->ex_offset == 8 && p->ex_len == 16)
-				name = "ip6 saddr";
-			else if (p->ex_offset == 24 && p->ex_len == 16)
-				name = "ip6 daddr";
-			else if (p->ex_offset == 7 && p->ex_len == 1)
-				name = "ip6 hoplimit";
-		}
-	} else if (p->ex_base == NFT_PAYLOAD_TRANSPORT_HEADER) {
-		if (c->l4proto == IPPROTO_TCP || c->l4proto == IPPROTO_UDP) {
-			proto = c->l4proto == IPPROTO_TCP ? "tcp" : "udp";
-			if (p->ex_offset == 0 && p->ex_len == 2) {
-				sb_printf(sb, "%s sport", proto);
-				return 0;
-			}
-			if (p->ex_offset == 2 && p->ex_len == 2) {
-				sb_printf(sb, "%s dport", proto);
-				return 0;
-			}
-		} else if (c->l4proto == IPPROTO_ICMPV6 &&
-		    c->nfproto == NFPROTO_IPV6 && p->ex_offset == 0 &&
-		    p->ex_len == 1)
-			name = "icmpv6 type";
-		else if (c->l4proto == IPPROTO_ICMP &&
-		    c->nfproto == NFPROTO_IPV4 && p->ex_offset == 0 &&
-		    p->ex_len == 1)
-			name = "icmp type";
-	}
+	if (p->ex_base == NFT_PAYLOAD_NETWORK_HEADER)
+		name = network_field_name(c, p);
+	else if (p->ex_base == NFT_PAYLOAD_TRANSPORT_HEADER)
+		name = transport_field_name(c, p);
 	if (name == NULL)
 		return -1;
 	sb_printf(sb, "%s", name);
@@ -477,6 +528,94 @@ nfproto_implied(const struct unit *u, size_t nu, size_t k)
 	return 0;
 }
 
+/*
+ * The print_meta_* helpers print the meta match at u[k], "!= " in neq for
+ * a negated one; 1 when nft leaves it out, -1 when nft could not print it.
+ */
+
+/* meta nfproto: left out when what follows implies it. */
+static int
+print_meta_nfproto(struct sb *sb, struct ctx *c, const struct unit *u,
+    size_t nu, size_t k, const char *neq)
+{
+	const struct np_expr *cmp = u[k].u_last;
+	uint32_t v;
+
+	if (cmp->ex_len != 1)
+		return -1;
+	v = cmp->ex_data[0];
+	if (cmp->ex_op == NFT_CMP_EQ) {
+		c->nfproto = (int)v;
+		if (nfproto_implied(u, nu, k))
+			return 1;
+	}
+	if (v == NFPROTO_IPV4)
+		sb_printf(sb, "meta nfproto %sipv4", neq);
+	else if (v == NFPROTO_IPV6)
+		sb_printf(sb, "meta nfproto %sipv6", neq);
+	else
+		sb_printf(sb, "meta nfproto %s%u", neq, v);
+	return 0;
+}
+
+/* meta l4proto: left out when a transport match follows. */
+static int
+print_meta_l4proto(struct sb *sb, struct ctx *c, const struct unit *u,
+    size_t nu, size_t k, const char *neq)
+{
+	const struct np_expr *cmp = u[k].u_last;
+	const char *name;
+	uint32_t v;
+
+	if (cmp->ex_len != 1)
+		return -1;
+	v = cmp->ex_data[0];
+	if (cmp->ex_op == NFT_CMP_EQ) {
+		c->l4proto = (int)v;
+		if (k + 1 < nu &&
+		    unit_has_base(&u[k + 1], NFT_PAYLOAD_TRANSPORT_HEADER))
+			return 1;
+	}
+	if ((name = l4proto_name((int)v)) != NULL)
+		sb_printf(sb, "meta l4proto %s%s", neq, name);
+	else
+		sb_printf(sb, "meta l4proto %s%u", neq, v);
+	return 0;
+}
+
+/* iifname / oifname: an exact name, or nft's "prefix*" wildcard. */
+static int
+print_meta_ifname(struct sb *sb, const struct np_expr *m,
+    const struct np_expr *cmp, const char *neq)
+{
+	static const uint8_t zero[NP_DATA_MAX];
+	char ifname[NP_DATA_MAX + 1];
+
+	if (cmp->ex_len == 0 || cmp->ex_len > NP_DATA_MAX)
+		return -1;
+	memset(ifname, 0, sizeof(ifname));
+	memcpy(ifname, cmp->ex_data, cmp->ex_len);
+	/*
+	 * A shorter compare is nft's "prefix*" wildcard and holds no NUL; a
+	 * full one is a NUL-padded exact name.
+	 */
+	if (cmp->ex_len < NP_DATA_MAX) {
+		if (strlen(ifname) != cmp->ex_len)
+			return -1;
+	} else if (strlen(ifname) == 0 || strlen(ifname) >= NP_DATA_MAX ||
+	    memcmp(ifname + strlen(ifname), zero,
+		NP_DATA_MAX - strlen(ifname)) != 0)
+		return -1;
+	sb_printf(sb, "%s %s\"%s%s\"",
+	    m->ex_key == NFT_META_IIFNAME ? "iifname" : "oifname", neq, ifname,
+	    cmp->ex_len < NP_DATA_MAX ? "*" : "");
+	return 0;
+}
+
+/*
+ * Print the meta match at u[k]; 1 when nft leaves it out of its listing,
+ * -1 when nft could not print it.
+ */
 static int
 print_meta(struct sb *sb, struct ctx *c, const struct unit *u, size_t nu,
     size_t k)
@@ -484,44 +623,13 @@ print_meta(struct sb *sb, struct ctx *c, const struct unit *u, size_t nu,
 	const struct np_expr *m = u[k].u_load[0], *cmp = u[k].u_last;
 	const char *neq = cmp->ex_op == NFT_CMP_NEQ ? "!= " : "";
 	const char *name;
-	static const uint8_t zero[NP_DATA_MAX];
-	char ifname[NP_DATA_MAX + 1];
 	uint32_t v;
 
 	switch (m->ex_key) {
 	case NFT_META_NFPROTO:
-		if (cmp->ex_len != 1)
-			return -1;
-		v = cmp->ex_data[0];
-		if (cmp->ex_op == NFT_CMP_EQ) {
-			c->nfproto = (int)v;
-			if (nfproto_implied(u, nu, k))
-				return 1;
-		}
-		if (v == NFPROTO_IPV4)
-			sb_printf(sb, "meta nfproto %sipv4", neq);
-		else if (v == NFPROTO_IPV6)
-			sb_printf(sb, "meta nfproto %sipv6", neq);
-		else
-			sb_printf(sb, "meta nfproto %s%u", neq, v);
-		return 0;
+		return print_meta_nfproto(sb, c, u, nu, k, neq);
 	case NFT_META_L4PROTO:
-		if (cmp->ex_len != 1)
-			return -1;
-		v = cmp->ex_data[0];
-		if (cmp->ex_op == NFT_CMP_EQ) {
-			c->l4proto = (int)v;
-			/* nft drops it when a transport match follows. */
-			if (k + 1 < nu &&
-			    unit_has_base(&u[k + 1],
-				NFT_PAYLOAD_TRANSPORT_HEADER))
-				return 1;
-		}
-		if ((name = l4proto_name((int)v)) != NULL)
-			sb_printf(sb, "meta l4proto %s%s", neq, name);
-		else
-			sb_printf(sb, "meta l4proto %s%u", neq, v);
-		return 0;
+		return print_meta_l4proto(sb, c, u, nu, k, neq);
 	case NFT_META_OIF:
 	case NFT_META_IIF:
 		if (cmp->ex_len != 4)
@@ -536,26 +644,7 @@ print_meta(struct sb *sb, struct ctx *c, const struct unit *u, size_t nu,
 		return 0;
 	case NFT_META_IIFNAME:
 	case NFT_META_OIFNAME:
-		if (cmp->ex_len == 0 || cmp->ex_len > NP_DATA_MAX)
-			return -1;
-		memset(ifname, 0, sizeof(ifname));
-		memcpy(ifname, cmp->ex_data, cmp->ex_len);
-		/*
-		 * A shorter compare is nft's "prefix*" wildcard and holds
-		 * no NUL; a full one is a NUL-padded exact name.
-		 */
-		if (cmp->ex_len < NP_DATA_MAX) {
-			if (strlen(ifname) != cmp->ex_len)
-				return -1;
-		} else if (strlen(ifname) == 0 ||
-		    strlen(ifname) >= NP_DATA_MAX ||
-		    memcmp(ifname + strlen(ifname), zero,
-			NP_DATA_MAX - strlen(ifname)) != 0)
-			return -1;
-		sb_printf(sb, "%s %s\"%s%s\"",
-		    m->ex_key == NFT_META_IIFNAME ? "iifname" : "oifname", neq,
-		    ifname, cmp->ex_len < NP_DATA_MAX ? "*" : "");
-		return 0;
+		return print_meta_ifname(sb, m, cmp, neq);
 	case NFT_META_SKUID:
 	case NFT_META_SKGID:
 		if (cmp->ex_len != 4)

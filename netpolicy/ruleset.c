@@ -67,7 +67,7 @@ np_why(char *why, size_t whylen, const char *fmt, ...)
 	if (why == NULL || whylen == 0)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(why, whylen, fmt, ap);
+	(void)vsnprintf(why, whylen, fmt, ap); /* truncated reason is fine */
 	va_end(ap);
 }
 
@@ -860,6 +860,130 @@ np_add_antispoof(struct np_chain *ch, const struct np_input *in,
 }
 
 /*
+ * Parse the resolver addresses into *resp (NULL when there are none; the
+ * caller frees it). Returns 0, or -1 with why set naming the bad entry.
+ */
+static int
+np_parse_resolvers(const struct np_input *in, struct sockaddr_storage **resp,
+    char *why, size_t whylen)
+{
+	struct sockaddr_storage *res = NULL;
+	size_t i;
+
+	*resp = NULL;
+	if (in->ni_nresolvers > 0 &&
+	    (res = calloc(in->ni_nresolvers, sizeof(*res))) == NULL) {
+		np_why(why, whylen, "netpolicy: out of memory");
+		return -1;
+	}
+	for (i = 0; i < in->ni_nresolvers; i++) {
+		if (in->ni_resolvers[i] == NULL ||
+		    np_parse_ip(in->ni_resolvers[i], &res[i]) == -1) {
+			np_why(why, whylen,
+			    "netpolicy.resolvers[%zu]: not an IP address", i);
+			free(res);
+			return -1;
+		}
+	}
+	*resp = res;
+	return 0;
+}
+
+/*
+ * The sidecar rules that let sluice's own flows out: established ones,
+ * closed ones by their conntrack mark, and new ones to an upstream
+ * address on the port it was resolved for. Returns 0, or -1 when out of
+ * memory.
+ */
+static int
+np_add_sluice_flows(struct np_chain *ch, const struct np_input *in)
+{
+	uint32_t mark = NP_CT_MARK;
+	uint8_t tcp = IPPROTO_TCP;
+	uint32_t est = NF_CT_STATE_BIT(IP_CT_ESTABLISHED);
+	struct rb b;
+	int nf;
+
+	/*
+	 * sluice's own flows that were let out at their first packet stay
+	 * open after their set element times out: an upstream stream (SSE)
+	 * may outlive the DNS TTL. Only sluice's uid; for UDP "established"
+	 * needs a reply, which a dropped first packet never gets.
+	 */
+	rb_init(&b, np_chain_add_rule(ch));
+	rb_skuid(&b, in->ni_uid);
+	rb_ct_state(&b, est);
+	rb_verdict(&b, NF_ACCEPT, NULL);
+	if (b.err)
+		return -1;
+	/*
+	 * The same TCP flows once sluice closed its socket: the kernel's last
+	 * ACK or FIN then has no owner uid. Only connections whose first
+	 * packet one of the rules below accepted carry the mark; TCP only, as
+	 * a new UDP socket may reuse a closed one's conntrack entry.
+	 */
+	rb_init(&b, np_chain_add_rule(ch));
+	rb_meta_cmp(&b, NFT_META_L4PROTO, &tcp, sizeof(tcp));
+	rb_ct_cmp(&b, NFT_CT_MARK, 0, &mark, sizeof(mark));
+	rb_ct_state(&b, est);
+	rb_verdict(&b, NF_ACCEPT, NULL);
+	if (b.err)
+		return -1;
+
+	/* An address is only allowed on the port it was resolved for. */
+	for (nf = 0; nf < 2; nf++) {
+		rb_init(&b, np_chain_add_rule(ch));
+		rb_skuid(&b, in->ni_uid);
+		rb_daddr_dport_lookup(&b, nf == 0 ? NFPROTO_IPV4 : NFPROTO_IPV6,
+		    nf == 0 ? NP_SET_UPSTREAM4 : NP_SET_UPSTREAM6);
+		rb_ct_mark_set(&b, mark);
+		rb_verdict(&b, NF_ACCEPT, NULL);
+		if (b.err)
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * sluice's DNS queries: to each resolver's port 53 over UDP and TCP (TCP
+ * marked, as above). Returns 0, or -1 when out of memory.
+ */
+static int
+np_add_resolver_rules(struct np_chain *ch, const struct np_input *in,
+    const struct sockaddr_storage *res)
+{
+	static const int protos[] = { IPPROTO_UDP, IPPROTO_TCP };
+	const struct sockaddr_in *sin;
+	const struct sockaddr_in6 *sin6;
+	uint32_t mark = NP_CT_MARK;
+	struct rb b;
+	size_t i;
+	int p;
+
+	for (i = 0; i < in->ni_nresolvers; i++) {
+		sin = (const struct sockaddr_in *)(const void *)&res[i];
+		sin6 = (const struct sockaddr_in6 *)(const void *)&res[i];
+		for (p = 0; p < 2; p++) {
+			rb_init(&b, np_chain_add_rule(ch));
+			rb_skuid(&b, in->ni_uid);
+			if (res[i].ss_family == AF_INET)
+				rb_net_cmp(&b, NFPROTO_IPV4, 16, &sin->sin_addr,
+				    4);
+			else
+				rb_net_cmp(&b, NFPROTO_IPV6, 24,
+				    &sin6->sin6_addr, 16);
+			rb_dport(&b, protos[p], 53);
+			if (protos[p] == IPPROTO_TCP)
+				rb_ct_mark_set(&b, mark);
+			rb_verdict(&b, NF_ACCEPT, NULL);
+			if (b.err)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+/*
  * Sidecar: one output chain, policy drop (DESIGN.md "Kernel rules"). There
  * is deliberately no blanket "ct state established,related accept": in
  * output it would let any uid answer a connection that came in from
@@ -875,16 +999,10 @@ static int
 np_build_sidecar(struct np_ruleset *rs, const struct np_input *in, char *why,
     size_t whylen)
 {
-	struct sockaddr_storage *res = NULL;
+	struct sockaddr_storage *res;
 	struct np_chain *ch, *spoof;
 	struct rb b;
 	uint32_t lo = 1; /* the loopback device is ifindex 1 in every netns */
-	uint32_t mark = NP_CT_MARK;
-	uint8_t tcp = IPPROTO_TCP;
-	uint32_t est = NF_CT_STATE_BIT(IP_CT_ESTABLISHED);
-	size_t i;
-	int p, nf;
-	static const int protos[] = { IPPROTO_UDP, IPPROTO_TCP };
 
 	if (in->ni_uid == 0) {
 		np_why(why, whylen,
@@ -892,18 +1010,8 @@ np_build_sidecar(struct np_ruleset *rs, const struct np_input *in, char *why,
 		    "exactly that uid out)");
 		return -1;
 	}
-	if (in->ni_nresolvers > 0 &&
-	    (res = calloc(in->ni_nresolvers, sizeof(*res))) == NULL)
-		goto nomem;
-	for (i = 0; i < in->ni_nresolvers; i++) {
-		if (in->ni_resolvers[i] == NULL ||
-		    np_parse_ip(in->ni_resolvers[i], &res[i]) == -1) {
-			np_why(why, whylen,
-			    "netpolicy.resolvers[%zu]: not an IP address", i);
-			free(res);
-			return -1;
-		}
-	}
+	if (np_parse_resolvers(in, &res, why, whylen) == -1)
+		return -1;
 	if (np_add_upstream_sets(rs, in, why, whylen) == -1) {
 		free(res);
 		return -1;
@@ -925,68 +1033,9 @@ np_build_sidecar(struct np_ruleset *rs, const struct np_input *in, char *why,
 		if (b.err)
 			goto nomem;
 	}
-
-	/*
-	 * sluice's own flows that were let out at their first packet stay
-	 * open after their set element times out: an upstream stream (SSE)
-	 * may outlive the DNS TTL. Only sluice's uid; for UDP "established"
-	 * needs a reply, which a dropped first packet never gets.
-	 */
-	rb_init(&b, np_chain_add_rule(ch));
-	rb_skuid(&b, in->ni_uid);
-	rb_ct_state(&b, est);
-	rb_verdict(&b, NF_ACCEPT, NULL);
-	if (b.err)
+	if (np_add_sluice_flows(ch, in) == -1 ||
+	    np_add_resolver_rules(ch, in, res) == -1)
 		goto nomem;
-	/*
-	 * The same TCP flows once sluice closed its socket: the kernel's last
-	 * ACK or FIN then has no owner uid. Only connections whose first
-	 * packet one of the rules below accepted carry the mark; TCP only, as
-	 * a new UDP socket may reuse a closed one's conntrack entry.
-	 */
-	rb_init(&b, np_chain_add_rule(ch));
-	rb_meta_cmp(&b, NFT_META_L4PROTO, &tcp, sizeof(tcp));
-	rb_ct_cmp(&b, NFT_CT_MARK, 0, &mark, sizeof(mark));
-	rb_ct_state(&b, est);
-	rb_verdict(&b, NF_ACCEPT, NULL);
-	if (b.err)
-		goto nomem;
-
-	/* An address is only allowed on the port it was resolved for. */
-	for (nf = 0; nf < 2; nf++) {
-		rb_init(&b, np_chain_add_rule(ch));
-		rb_skuid(&b, in->ni_uid);
-		rb_daddr_dport_lookup(&b, nf == 0 ? NFPROTO_IPV4 : NFPROTO_IPV6,
-		    nf == 0 ? NP_SET_UPSTREAM4 : NP_SET_UPSTREAM6);
-		rb_ct_mark_set(&b, mark);
-		rb_verdict(&b, NF_ACCEPT, NULL);
-		if (b.err)
-			goto nomem;
-	}
-
-	for (i = 0; i < in->ni_nresolvers; i++) {
-		const struct sockaddr_in *sin;
-		const struct sockaddr_in6 *sin6;
-
-		sin = (const struct sockaddr_in *)(const void *)&res[i];
-		sin6 = (const struct sockaddr_in6 *)(const void *)&res[i];
-		for (p = 0; p < 2; p++) {
-			rb_init(&b, np_chain_add_rule(ch));
-			rb_skuid(&b, in->ni_uid);
-			if (res[i].ss_family == AF_INET)
-				rb_net_cmp(&b, NFPROTO_IPV4, 16, &sin->sin_addr,
-				    4);
-			else
-				rb_net_cmp(&b, NFPROTO_IPV6, 24,
-				    &sin6->sin6_addr, 16);
-			rb_dport(&b, protos[p], 53);
-			if (protos[p] == IPPROTO_TCP)
-				rb_ct_mark_set(&b, mark);
-			rb_verdict(&b, NF_ACCEPT, NULL);
-			if (b.err)
-				goto nomem;
-		}
-	}
 
 	/*
 	 * Neighbour solicitation and advertisement are all IPv6 needs to
