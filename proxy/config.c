@@ -58,7 +58,7 @@ cf_err(struct cfctx *cx, const char *jp, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	(void)vsnprintf(msg, sizeof(msg), fmt, ap); /* cut is fine */
 	va_end(ap);
 	if (jp != NULL && jp[0] != '\0')
 		snprintf(cx->why, cx->whylen, "%s: %s: %s", cx->file, jp, msg);
@@ -121,7 +121,7 @@ read_file(const char *path, int fd, unsigned char **out, size_t *outlen,
 		snprintf(why, whylen, "%s: not a regular file", path);
 		return -1;
 	}
-	if (st.st_size > CONFIG_MAX_FILE) {
+	if (st.st_size > (off_t)CONFIG_MAX_FILE) {
 		snprintf(why, whylen, "%s: larger than %d bytes", path,
 		    CONFIG_MAX_FILE);
 		return -1;
@@ -828,7 +828,8 @@ load_tokens(struct cfctx *cx, const cJSON *root)
 	    cf_str(cx, "tokens", obj, "issuer", 0, &issuer) == -1 ||
 	    cf_str(cx, "tokens", obj, "revoked_file", 0, &revoked) == -1 ||
 	    cf_uint(cx, "tokens", obj, "leeway_s", 0, 600, &leeway) == -1 ||
-	    cf_uint(cx, "tokens", obj, "max_ttl_s", 1, 7 * 86400, &ttl) == -1)
+	    cf_uint(cx, "tokens", obj, "max_ttl_s", 1, 7 * (uint64_t)86400,
+		&ttl) == -1)
 		return -1;
 	if (issuer != NULL && strlen(issuer) > TOKEN_MAX_STR)
 		return cf_err(cx, "tokens.issuer", "longer than %d bytes",
@@ -1230,7 +1231,7 @@ load_limits(struct cfctx *cx, const cJSON *root)
 
 	l->max_header_bytes = 16384;
 	l->max_headers = 100;
-	l->max_body_bytes = 32 * 1024 * 1024;
+	l->max_body_bytes = (uint64_t)32 * 1024 * 1024;
 	l->max_connections = 4096;
 	l->header_timeout_ms = 10000;
 	l->idle_timeout_ms = 60000;
@@ -1242,8 +1243,8 @@ load_limits(struct cfctx *cx, const cJSON *root)
 	if (obj == NULL)
 		return 0;
 	if (cf_keys(cx, jp, obj, keys) == -1 ||
-	    cf_uint(cx, jp, obj, "max_header_bytes", 1024, 1024 * 1024,
-		&l->max_header_bytes) == -1 ||
+	    cf_uint(cx, jp, obj, "max_header_bytes", 1024,
+		(uint64_t)1024 * 1024, &l->max_header_bytes) == -1 ||
 	    cf_uint(cx, jp, obj, "max_headers", 8, 1000, &l->max_headers) ==
 		-1 ||
 	    cf_uint(cx, jp, obj, "max_body_bytes", 0, (uint64_t)1 << 50,

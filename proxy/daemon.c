@@ -152,7 +152,7 @@ warn_unprivileged_ports(const struct config *cf)
 			    "queries; raise it above 53\n",
 			    i, r, start);
 	}
-	fflush(stderr);
+	(void)fflush(stderr);
 }
 
 static int
@@ -711,7 +711,7 @@ write_ready(int fd)
 	int n;
 
 	fprintf(stderr, "sluice: ready\n");
-	fflush(stderr);
+	(void)fflush(stderr);
 	if (fd == -1)
 		return;
 	n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());

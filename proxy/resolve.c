@@ -154,7 +154,7 @@ resolve_conf_read(const char *path, struct sockaddr_storage *out, size_t max,
 		if (server_addr(tok, 53, &out[*n]) == 0)
 			(*n)++;
 	}
-	fclose(f);
+	(void)fclose(f); /* read only: nothing to lose */
 	return 0;
 }
 
