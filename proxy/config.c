@@ -569,16 +569,82 @@ load_user(struct cfctx *cx, const cJSON *root)
 	return cf_err(cx, "user", "no such user \"%s\"", user);
 }
 
+/* One entry of "listeners" (at jp) into lc. */
 static int
-load_listeners(struct cfctx *cx, const cJSON *root)
+load_listener(struct cfctx *cx, const char *jp, const cJSON *it,
+    struct listener_conf *lc)
 {
 	static const char *const keys[] = { "name", "type", "listen", "route",
 		NULL };
+	const char *name = NULL, *type = NULL, *listen = NULL;
+	const char *route = NULL;
+
+	if (cf_keys(cx, jp, it, keys) == -1 ||
+	    cf_str(cx, jp, it, "type", 1, &type) == -1 ||
+	    cf_str(cx, jp, it, "listen", 1, &listen) == -1 ||
+	    cf_str(cx, jp, it, "name", 0, &name) == -1 ||
+	    cf_str(cx, jp, it, "route", 0, &route) == -1)
+		return -1;
+	if (strcmp(type, "forward") == 0)
+		lc->lc_type = LISTENER_FORWARD;
+	else if (strcmp(type, "reverse") == 0)
+		lc->lc_type = LISTENER_REVERSE;
+	else
+		return cf_err(cx, jp,
+		    "type: \"%s\" is not \"forward\" or \"reverse\"", type);
+	if (strlen(listen) >= sizeof(lc->lc_listen) ||
+	    parse_listen(listen, &lc->lc_addr, &lc->lc_addrlen) == -1)
+		return cf_err(cx, jp,
+		    "listen: \"%s\" is not IP:PORT or [IPv6]:PORT", listen);
+	snprintf(lc->lc_listen, sizeof(lc->lc_listen), "%s", listen);
+	if (name == NULL)
+		name = listen;
+	if (strlen(name) >= sizeof(lc->lc_name))
+		return cf_err(cx, jp, "name: longer than %zu bytes",
+		    sizeof(lc->lc_name) - 1);
+	snprintf(lc->lc_name, sizeof(lc->lc_name), "%s", name);
+	if (lc->lc_type == LISTENER_REVERSE && route == NULL)
+		return cf_err(cx, jp, "a reverse listener needs \"route\"");
+	if (lc->lc_type == LISTENER_FORWARD && route != NULL)
+		return cf_err(cx, jp,
+		    "route: only reverse listeners are bound to a route");
+	if (route != NULL) {
+		if (strlen(route) > TOKEN_MAX_STR)
+			return cf_err(cx, jp, "route: too long");
+		snprintf(lc->lc_route, sizeof(lc->lc_route), "%s", route);
+	}
+	return 0;
+}
+
+/* Listener i (at jp) takes no name or address of one before it. */
+static int
+listener_unique(struct cfctx *cx, const char *jp, size_t i)
+{
+	const struct listener_conf *ls = cx->cf->cf_listeners, *lc = &ls[i];
+	size_t j;
+
+	for (j = 0; j < i; j++) {
+		if (strcmp(ls[j].lc_name, lc->lc_name) == 0)
+			return cf_err(cx, jp,
+			    "name: \"%s\" is used by listeners[%zu]",
+			    lc->lc_name, j);
+		if (ls[j].lc_addrlen == lc->lc_addrlen &&
+		    memcmp(&ls[j].lc_addr, &lc->lc_addr, lc->lc_addrlen) == 0)
+			return cf_err(cx, jp,
+			    "listen: %s is used by listeners[%zu]",
+			    lc->lc_listen, j);
+	}
+	return 0;
+}
+
+static int
+load_listeners(struct cfctx *cx, const cJSON *root)
+{
 	struct config *cf = cx->cf;
 	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "listeners");
 	const cJSON *it;
 	char jp[64];
-	size_t i = 0, j;
+	size_t i = 0;
 
 	if (arr == NULL)
 		return cf_err(cx, "", "missing \"listeners\"");
@@ -592,62 +658,10 @@ load_listeners(struct cfctx *cx, const cJSON *root)
 		return -1;
 	cf->cf_nlisteners = (size_t)cJSON_GetArraySize(arr);
 	cJSON_ArrayForEach(it, arr) {
-		struct listener_conf *lc = &cf->cf_listeners[i];
-		const char *name = NULL, *type = NULL, *listen = NULL;
-		const char *route = NULL;
-
 		cf_idx(jp, sizeof(jp), "listeners", i);
-		if (cf_keys(cx, jp, it, keys) == -1 ||
-		    cf_str(cx, jp, it, "type", 1, &type) == -1 ||
-		    cf_str(cx, jp, it, "listen", 1, &listen) == -1 ||
-		    cf_str(cx, jp, it, "name", 0, &name) == -1 ||
-		    cf_str(cx, jp, it, "route", 0, &route) == -1)
+		if (load_listener(cx, jp, it, &cf->cf_listeners[i]) == -1 ||
+		    listener_unique(cx, jp, i) == -1)
 			return -1;
-		if (strcmp(type, "forward") == 0)
-			lc->lc_type = LISTENER_FORWARD;
-		else if (strcmp(type, "reverse") == 0)
-			lc->lc_type = LISTENER_REVERSE;
-		else
-			return cf_err(cx, jp,
-			    "type: \"%s\" is not \"forward\" or \"reverse\"",
-			    type);
-		if (strlen(listen) >= sizeof(lc->lc_listen) ||
-		    parse_listen(listen, &lc->lc_addr, &lc->lc_addrlen) == -1)
-			return cf_err(cx, jp,
-			    "listen: \"%s\" is not IP:PORT or [IPv6]:PORT",
-			    listen);
-		snprintf(lc->lc_listen, sizeof(lc->lc_listen), "%s", listen);
-		if (name == NULL)
-			name = listen;
-		if (strlen(name) >= sizeof(lc->lc_name))
-			return cf_err(cx, jp, "name: longer than %zu bytes",
-			    sizeof(lc->lc_name) - 1);
-		snprintf(lc->lc_name, sizeof(lc->lc_name), "%s", name);
-		if (lc->lc_type == LISTENER_REVERSE && route == NULL)
-			return cf_err(cx, jp,
-			    "a reverse listener needs \"route\"");
-		if (lc->lc_type == LISTENER_FORWARD && route != NULL)
-			return cf_err(cx, jp,
-			    "route: only reverse listeners are bound to a route");
-		if (route != NULL) {
-			if (strlen(route) > TOKEN_MAX_STR)
-				return cf_err(cx, jp, "route: too long");
-			snprintf(lc->lc_route, sizeof(lc->lc_route), "%s",
-			    route);
-		}
-		for (j = 0; j < i; j++) {
-			if (strcmp(cf->cf_listeners[j].lc_name, lc->lc_name) ==
-			    0)
-				return cf_err(cx, jp,
-				    "name: \"%s\" is used by listeners[%zu]",
-				    lc->lc_name, j);
-			if (cf->cf_listeners[j].lc_addrlen == lc->lc_addrlen &&
-			    memcmp(&cf->cf_listeners[j].lc_addr, &lc->lc_addr,
-				lc->lc_addrlen) == 0)
-				return cf_err(cx, jp,
-				    "listen: %s is used by listeners[%zu]",
-				    lc->lc_listen, j);
-		}
 		i++;
 	}
 	return 0;
