@@ -901,19 +901,75 @@ load_tokens(struct cfctx *cx, const cJSON *root)
 	return 0;
 }
 
+/* An injected header's name (at el): a token, not ours, not twice. */
 static int
-load_headers(struct cfctx *cx, const char *jp, const cJSON *up,
-    struct upstream_conf *uc)
+check_header_name(struct cfctx *cx, const char *el,
+    const struct upstream_conf *uc, size_t i, const char *name)
 {
-	static const char *const keys[] = { "name", "value_file", NULL };
 	static const char *const forbidden[] = { "host", "content-length",
 		"transfer-encoding", "connection", "keep-alive",
 		"proxy-authorization", "proxy-connection", "te", "trailer",
 		"upgrade", NULL };
+	const char *p;
+	size_t j, k;
+
+	for (p = name; *p != '\0'; p++)
+		if (!ascii_is_tchar((unsigned char)*p))
+			return cf_err(cx, el,
+			    "name: \"%s\" is not a field name", name);
+	for (k = 0; forbidden[k] != NULL; k++)
+		if (strcasecmp(name, forbidden[k]) == 0)
+			return cf_err(cx, el,
+			    "name: %s is set by sluice itself", name);
+	for (j = 0; j < i; j++)
+		if (strcasecmp(uc->uc_headers[j].uh_name, name) == 0)
+			return cf_err(cx, el, "name: %s is already configured",
+			    name);
+	return 0;
+}
+
+/* Entry i of an upstream's "headers" (at el): its name and secret value. */
+static int
+load_header(struct cfctx *cx, const char *el, const cJSON *it,
+    struct upstream_conf *uc, size_t i)
+{
+	static const char *const keys[] = { "name", "value_file", NULL };
+	struct upstream_header *uh = &uc->uc_headers[i];
+	const char *name = NULL, *file = NULL;
+	char why[512];
+	size_t k;
+
+	if (cf_keys(cx, el, it, keys) == -1 ||
+	    cf_str(cx, el, it, "name", 1, &name) == -1 ||
+	    cf_str(cx, el, it, "value_file", 1, &file) == -1 ||
+	    check_header_name(cx, el, uc, i, name) == -1)
+		return -1;
+	if ((uh->uh_name = cf_strdup(cx, el, name)) == NULL ||
+	    (uh->uh_file = cf_strdup(cx, el, file)) == NULL)
+		return -1;
+	if (config_read_secret(file, cx->cf->cf_uid, &uh->uh_value,
+		&uh->uh_value_len, why, sizeof(why)) == -1)
+		return cf_err(cx, el, "value_file: %s", why);
+	/* A CR, LF or other CTL would split or corrupt the head. */
+	for (k = 0; k < uh->uh_value_len; k++) {
+		unsigned char c = uh->uh_value[k];
+
+		if ((c < 0x20 && c != '\t') || c == 0x7f)
+			return cf_err(cx, el,
+			    "value_file: %s: control byte at offset %zu", file,
+			    k);
+	}
+	return 0;
+}
+
+static int
+load_headers(struct cfctx *cx, const char *jp, const cJSON *up,
+    struct upstream_conf *uc)
+{
 	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(up, "headers");
 	const cJSON *it;
-	char sub[128], why[512];
-	size_t i = 0, j, k;
+	char sub[128], el[160];
+	size_t i = 0;
 
 	if (arr == NULL)
 		return 0;
@@ -928,71 +984,41 @@ load_headers(struct cfctx *cx, const char *jp, const cJSON *up,
 		return -1;
 	uc->uc_nheaders = (size_t)cJSON_GetArraySize(arr);
 	cJSON_ArrayForEach(it, arr) {
-		struct upstream_header *uh = &uc->uc_headers[i];
-		const char *name = NULL, *file = NULL, *p;
-		char el[160];
-
 		cf_idx(el, sizeof(el), sub, i);
-		if (cf_keys(cx, el, it, keys) == -1 ||
-		    cf_str(cx, el, it, "name", 1, &name) == -1 ||
-		    cf_str(cx, el, it, "value_file", 1, &file) == -1)
+		if (load_header(cx, el, it, uc, i) == -1)
 			return -1;
-		for (p = name; *p != '\0'; p++)
-			if (!ascii_is_tchar((unsigned char)*p))
-				return cf_err(cx, el,
-				    "name: \"%s\" is not a field name", name);
-		for (k = 0; forbidden[k] != NULL; k++)
-			if (strcasecmp(name, forbidden[k]) == 0)
-				return cf_err(cx, el,
-				    "name: %s is set by sluice itself", name);
-		for (j = 0; j < i; j++)
-			if (strcasecmp(uc->uc_headers[j].uh_name, name) == 0)
-				return cf_err(cx, el,
-				    "name: %s is already configured", name);
-		if ((uh->uh_name = cf_strdup(cx, el, name)) == NULL ||
-		    (uh->uh_file = cf_strdup(cx, el, file)) == NULL)
-			return -1;
-		if (config_read_secret(file, cx->cf->cf_uid, &uh->uh_value,
-			&uh->uh_value_len, why, sizeof(why)) == -1)
-			return cf_err(cx, el, "value_file: %s", why);
-		/* A CR, LF or other CTL would split or corrupt the head. */
-		for (k = 0; k < uh->uh_value_len; k++) {
-			unsigned char c = uh->uh_value[k];
-
-			if ((c < 0x20 && c != '\t') || c == 0x7f)
-				return cf_err(cx, el,
-				    "value_file: %s: control byte at offset %zu",
-				    file, k);
-		}
 		i++;
 	}
 	return 0;
 }
 
+/* host (brackets around an IPv6 literal) and port if with_port, in buf. */
+static void
+upstream_hostport(char *buf, size_t len, const struct uri *u, const char *host,
+    int with_port)
+{
+	const char *lb = u->host_type == URI_HOST_V6 ? "[" : "";
+	const char *rb = u->host_type == URI_HOST_V6 ? "]" : "";
+
+	if (with_port)
+		snprintf(buf, len, "%s%s%s:%u", lb, host, rb, u->port);
+	else
+		snprintf(buf, len, "%s%s%s", lb, host, rb);
+}
+
+/*
+ * The upstream's "url" (at sub): an absolute http(s) URL without a query,
+ * into scheme, host, port, authority and path (no trailing '/'); an IP
+ * literal must not be private unless allow_private.
+ */
 static int
-load_upstream(struct cfctx *cx, const char *rjp, const cJSON *r,
+load_upstream_url(struct cfctx *cx, const char *sub, const char *url,
     struct upstream_conf *uc)
 {
-	static const char *const keys[] = { "url", "ca_file", "pin_sha256",
-		"allow_private", "allow_plaintext", "headers", NULL };
-	const cJSON *up = cJSON_GetObjectItemCaseSensitive(r, "upstream");
-	const char *url = NULL, *ca = NULL, *uwhy = "invalid";
-	char jp[96], sub[128], why[512], auth[300];
-	char **pins = NULL;
-	size_t npins = 0, i;
+	const char *uwhy = "invalid";
+	char auth[300];
 	struct uri u;
 
-	cf_sub(jp, sizeof(jp), rjp, "upstream");
-	if (up == NULL)
-		return cf_err(cx, rjp, "missing \"upstream\"");
-	if (cf_keys(cx, jp, up, keys) == -1 ||
-	    cf_str(cx, jp, up, "url", 1, &url) == -1 ||
-	    cf_str(cx, jp, up, "ca_file", 0, &ca) == -1 ||
-	    cf_bool(cx, jp, up, "allow_private", &uc->uc_allow_private) == -1 ||
-	    cf_bool(cx, jp, up, "allow_plaintext", &uc->uc_allow_plaintext) ==
-		-1)
-		return -1;
-	cf_sub(sub, sizeof(sub), jp, "url");
 	if ((uc->uc_url = cf_strdup(cx, sub, url)) == NULL)
 		return -1;
 	memset(&u, 0, sizeof(u));
@@ -1013,14 +1039,7 @@ load_upstream(struct cfctx *cx, const char *rjp, const cJSON *r,
 	uc->uc_host_is_ip = u.host_type != URI_HOST_NAME;
 	uc->uc_port = u.port;
 	/* The Host value sent upstream: the URL's authority as written. */
-	if (u.has_port)
-		snprintf(auth, sizeof(auth), "%s%s%s:%u",
-		    u.host_type == URI_HOST_V6 ? "[" : "", uc->uc_host,
-		    u.host_type == URI_HOST_V6 ? "]" : "", u.port);
-	else
-		snprintf(auth, sizeof(auth), "%s%s%s",
-		    u.host_type == URI_HOST_V6 ? "[" : "", uc->uc_host,
-		    u.host_type == URI_HOST_V6 ? "]" : "");
+	upstream_hostport(auth, sizeof(auth), &u, uc->uc_host, u.has_port);
 	if ((uc->uc_authority = cf_strdup(cx, sub, auth)) == NULL ||
 	    (uc->uc_path = cf_calloc(cx, sub, u.path_len + 1, 1)) == NULL)
 		return -1;
@@ -1033,15 +1052,27 @@ load_upstream(struct cfctx *cx, const char *rjp, const cJSON *r,
 		socklen_t sl;
 		char lit[300];
 
-		snprintf(lit, sizeof(lit), "%s%s%s:%u",
-		    u.host_type == URI_HOST_V6 ? "[" : "", uc->uc_host,
-		    u.host_type == URI_HOST_V6 ? "]" : "", uc->uc_port);
+		upstream_hostport(lit, sizeof(lit), &u, uc->uc_host, 1);
 		if (parse_listen(lit, &ss, &sl) == 0 &&
 		    policy_addr_private((struct sockaddr *)&ss))
 			return cf_err(cx, sub,
 			    "%s is a private address (set allow_private)",
 			    uc->uc_host);
 	}
+	return 0;
+}
+
+/*
+ * The upstream's TLS (at jp): its pins, its CA file and the client
+ * context; both need an https URL.
+ */
+static int
+load_upstream_tls(struct cfctx *cx, const char *jp, const cJSON *up,
+    const char *ca, struct upstream_conf *uc)
+{
+	char sub[128], why[512];
+	char **pins = NULL;
+	size_t npins = 0, i;
 
 	if (cf_strlist(cx, jp, up, "pin_sha256", &pins, &npins, NULL) == -1)
 		return -1;
@@ -1077,6 +1108,33 @@ load_upstream(struct cfctx *cx, const char *rjp, const cJSON *r,
 			    ca != NULL ? ": " : "", why);
 		}
 	}
+	return 0;
+}
+
+static int
+load_upstream(struct cfctx *cx, const char *rjp, const cJSON *r,
+    struct upstream_conf *uc)
+{
+	static const char *const keys[] = { "url", "ca_file", "pin_sha256",
+		"allow_private", "allow_plaintext", "headers", NULL };
+	const cJSON *up = cJSON_GetObjectItemCaseSensitive(r, "upstream");
+	const char *url = NULL, *ca = NULL;
+	char jp[96], sub[128];
+
+	cf_sub(jp, sizeof(jp), rjp, "upstream");
+	if (up == NULL)
+		return cf_err(cx, rjp, "missing \"upstream\"");
+	if (cf_keys(cx, jp, up, keys) == -1 ||
+	    cf_str(cx, jp, up, "url", 1, &url) == -1 ||
+	    cf_str(cx, jp, up, "ca_file", 0, &ca) == -1 ||
+	    cf_bool(cx, jp, up, "allow_private", &uc->uc_allow_private) == -1 ||
+	    cf_bool(cx, jp, up, "allow_plaintext", &uc->uc_allow_plaintext) ==
+		-1)
+		return -1;
+	cf_sub(sub, sizeof(sub), jp, "url");
+	if (load_upstream_url(cx, sub, url, uc) == -1 ||
+	    load_upstream_tls(cx, jp, up, ca, uc) == -1)
+		return -1;
 	return load_headers(cx, jp, up, uc);
 }
 
