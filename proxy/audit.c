@@ -90,7 +90,8 @@ static void audit_flush_cb(evutil_socket_t, short, void *);
 static int audit_flush(struct audit *);
 static int audit_queue(struct audit *, size_t, const unsigned char[32]);
 
-#define AUDIT_PEND_MAX (2 * AUDIT_LINE_MAX) /* bytes batched at most */
+/* Bytes batched at most. */
+#define AUDIT_PEND_MAX (2 * (size_t)AUDIT_LINE_MAX)
 
 /*
  * Escape len bytes of s as the inside of a JSON string into dst, writing
@@ -108,7 +109,7 @@ audit_escape(char *dst, size_t cap, const unsigned char *s, size_t len,
 
 	while (i < len) {
 		const char *out;
-		char esc[7]; /* and ascii_hex_encode()'s NUL */
+		char esc[7] = "\\u00"; /* and ascii_hex_encode()'s NUL */
 		size_t olen, step = 1;
 		unsigned int ctl = 0x100; /* none */
 		unsigned char c;
@@ -149,7 +150,7 @@ audit_escape(char *dst, size_t cap, const unsigned char *s, size_t len,
 			olen = step;
 		}
 		if (ctl != 0x100) {
-			memcpy(esc, "\\u00", 4);
+			/* esc holds "\u00" (a quote took none of it). */
 			c = (unsigned char)ctl;
 			ascii_hex_encode(esc + 4, &c, 1);
 			out = esc;
@@ -789,8 +790,9 @@ audit_scan(int fd, const char *path, struct audit_tail *t, char *why,
 	t->at_size = t->at_keep = st.st_size;
 	if (st.st_size == 0)
 		return 0;
-	win = st.st_size > 2 * AUDIT_LINE_MAX ? 2 * AUDIT_LINE_MAX :
-						(size_t)st.st_size;
+	win = st.st_size > 2 * (off_t)AUDIT_LINE_MAX ?
+	    2 * (size_t)AUDIT_LINE_MAX :
+	    (size_t)st.st_size;
 	base = st.st_size - (off_t)win;
 	if ((buf = malloc(win)) == NULL) {
 		snprintf(why, whylen, "%s: out of memory", path);

@@ -95,9 +95,9 @@ verify_fail(struct vstate *vs, const struct vline *l, const char *fmt, ...)
 
 	fprintf(vs->vs_err, "%s:%" PRIu64 ": ", l->vl_file, l->vl_lineno);
 	va_start(ap, fmt);
-	vfprintf(vs->vs_err, fmt, ap);
+	(void)vfprintf(vs->vs_err, fmt, ap);
 	va_end(ap);
-	fputc('\n', vs->vs_err);
+	(void)fputc('\n', vs->vs_err);
 	return -1;
 }
 
@@ -364,11 +364,27 @@ verify_stream(struct vstate *vs, FILE *f, const char *name, char *buf)
 	return 0;
 }
 
+/* Parse "<seq> <64 lower-case hex>\n", as the daemon reads it. */
+static int
+verify_parse_head(const char *buf, uint64_t *seq, unsigned char hash[32])
+{
+	char *end;
+
+	if (buf[0] < '0' || buf[0] > '9')
+		return -1;
+	errno = 0;
+	*seq = strtoull(buf, &end, 10);
+	if (errno != 0 || *end != ' ' || strlen(end + 1) != 65 ||
+	    end[65] != '\n')
+		return -1;
+	return ascii_hex_decode(end + 1, hash, 32);
+}
+
 /* Read an audit.head file: "<seq> <64 hex>\n". */
 static int
 verify_read_head(struct vstate *vs, const char *path)
 {
-	char buf[128], hex[65], nl = 0;
+	char buf[128];
 	FILE *f;
 	size_t n;
 
@@ -377,11 +393,10 @@ verify_read_head(struct vstate *vs, const char *path)
 		return -1;
 	}
 	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
+	(void)fclose(f); /* read only */
 	buf[n] = '\0';
-	if (sscanf(buf, "%" SCNu64 " %64[0-9a-f]%c", &vs->vs_anchor_seq, hex,
-		&nl) != 3 ||
-	    nl != '\n' || verify_unhex(hex, vs->vs_anchor_hash) == -1) {
+	if (verify_parse_head(buf, &vs->vs_anchor_seq, vs->vs_anchor_hash) ==
+	    -1) {
 		fprintf(vs->vs_err, "%s: not an audit.head file\n", path);
 		return -1;
 	}
@@ -421,7 +436,7 @@ audit_verify(const char *const *files, size_t nfiles, const char *head,
 		r = verify_stream(&vs, f,
 		    strcmp(files[i], "-") == 0 ? "(stdin)" : files[i], buf);
 		if (f != stdin)
-			fclose(f);
+			(void)fclose(f); /* read only */
 		if (r == -1)
 			goto out;
 	}

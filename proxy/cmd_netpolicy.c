@@ -99,7 +99,12 @@ np_cmd_verify(const struct config *cf, const struct np_ruleset *want)
 	}
 	n = np_ruleset_diff(want, have, print_diff, NULL);
 	np_ruleset_free(have);
-	fflush(stdout);
+	/* The differences are the answer: losing them is a failure. */
+	if (fflush(stdout) != 0) {
+		fprintf(stderr, "sluice: netpolicy verify: stdout: %s\n",
+		    strerror(errno));
+		return SL_EXIT_RUNTIME;
+	}
 	if (n > 0) {
 		fprintf(stderr,
 		    "sluice: netpolicy verify: table inet %s: %zu "
@@ -128,7 +133,7 @@ watch_print(void *arg, const struct np_drop *d)
 	if (d->nd_has_uid)
 		printf(",\"uid\":%" PRIu32, d->nd_uid);
 	printf(",\"count\":1}\n");
-	fflush(stdout);
+	(void)fflush(stdout); /* a callback: nobody to tell */
 }
 
 static void
@@ -303,7 +308,8 @@ cmd_netpolicy(int argc, char **argv)
 			    "sluice: netpolicy show: out of memory\n");
 			rc = SL_EXIT_RUNTIME;
 		} else {
-			fputs(text, stdout);
+			if (fputs(text, stdout) == EOF || fflush(stdout) != 0)
+				rc = SL_EXIT_RUNTIME;
 			free(text);
 		}
 	} else if (strcmp(sub, "apply") == 0)

@@ -38,8 +38,8 @@
 static int
 token_usage(void)
 {
-	fputs(MINT_USAGE, stderr);
-	fputs(VERIFY_USAGE, stderr);
+	(void)fputs(MINT_USAGE, stderr);
+	(void)fputs(VERIFY_USAGE, stderr);
 	return SL_EXIT_USAGE;
 }
 
@@ -293,7 +293,7 @@ token_mint(int argc, char **argv)
 	memset(&a, 0, sizeof(a));
 	memset(&key, 0, sizeof(key));
 	if (mint_parse(argc, argv, &a) == -1) {
-		fputs(MINT_USAGE, stderr);
+		(void)fputs(MINT_USAGE, stderr);
 		return SL_EXIT_USAGE;
 	}
 	if (!a.has_now)
@@ -410,17 +410,17 @@ token_verify_cmd(int argc, char **argv)
 			break;
 		case 'n':
 			if (parse_int(optarg, 0, MAX_SAFE_INT, &now) == -1) {
-				fputs(VERIFY_USAGE, stderr);
+				(void)fputs(VERIFY_USAGE, stderr);
 				return SL_EXIT_USAGE;
 			}
 			break;
 		default:
-			fputs(VERIFY_USAGE, stderr);
+			(void)fputs(VERIFY_USAGE, stderr);
 			return SL_EXIT_USAGE;
 		}
 	}
 	if (policy == NULL || optind + 1 != argc) {
-		fputs(VERIFY_USAGE, stderr);
+		(void)fputs(VERIFY_USAGE, stderr);
 		return SL_EXIT_USAGE;
 	}
 	if ((cf = config_load(policy, NULL, why, sizeof(why))) == NULL) {

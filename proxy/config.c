@@ -58,7 +58,7 @@ cf_err(struct cfctx *cx, const char *jp, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	(void)vsnprintf(msg, sizeof(msg), fmt, ap); /* cut is fine */
 	va_end(ap);
 	if (jp != NULL && jp[0] != '\0')
 		snprintf(cx->why, cx->whylen, "%s: %s: %s", cx->file, jp, msg);
@@ -121,7 +121,7 @@ read_file(const char *path, int fd, unsigned char **out, size_t *outlen,
 		snprintf(why, whylen, "%s: not a regular file", path);
 		return -1;
 	}
-	if (st.st_size > CONFIG_MAX_FILE) {
+	if (st.st_size > (off_t)CONFIG_MAX_FILE) {
 		snprintf(why, whylen, "%s: larger than %d bytes", path,
 		    CONFIG_MAX_FILE);
 		return -1;
@@ -569,16 +569,82 @@ load_user(struct cfctx *cx, const cJSON *root)
 	return cf_err(cx, "user", "no such user \"%s\"", user);
 }
 
+/* One entry of "listeners" (at jp) into lc. */
 static int
-load_listeners(struct cfctx *cx, const cJSON *root)
+load_listener(struct cfctx *cx, const char *jp, const cJSON *it,
+    struct listener_conf *lc)
 {
 	static const char *const keys[] = { "name", "type", "listen", "route",
 		NULL };
+	const char *name = NULL, *type = NULL, *listen = NULL;
+	const char *route = NULL;
+
+	if (cf_keys(cx, jp, it, keys) == -1 ||
+	    cf_str(cx, jp, it, "type", 1, &type) == -1 ||
+	    cf_str(cx, jp, it, "listen", 1, &listen) == -1 ||
+	    cf_str(cx, jp, it, "name", 0, &name) == -1 ||
+	    cf_str(cx, jp, it, "route", 0, &route) == -1)
+		return -1;
+	if (strcmp(type, "forward") == 0)
+		lc->lc_type = LISTENER_FORWARD;
+	else if (strcmp(type, "reverse") == 0)
+		lc->lc_type = LISTENER_REVERSE;
+	else
+		return cf_err(cx, jp,
+		    "type: \"%s\" is not \"forward\" or \"reverse\"", type);
+	if (strlen(listen) >= sizeof(lc->lc_listen) ||
+	    parse_listen(listen, &lc->lc_addr, &lc->lc_addrlen) == -1)
+		return cf_err(cx, jp,
+		    "listen: \"%s\" is not IP:PORT or [IPv6]:PORT", listen);
+	snprintf(lc->lc_listen, sizeof(lc->lc_listen), "%s", listen);
+	if (name == NULL)
+		name = listen;
+	if (strlen(name) >= sizeof(lc->lc_name))
+		return cf_err(cx, jp, "name: longer than %zu bytes",
+		    sizeof(lc->lc_name) - 1);
+	snprintf(lc->lc_name, sizeof(lc->lc_name), "%s", name);
+	if (lc->lc_type == LISTENER_REVERSE && route == NULL)
+		return cf_err(cx, jp, "a reverse listener needs \"route\"");
+	if (lc->lc_type == LISTENER_FORWARD && route != NULL)
+		return cf_err(cx, jp,
+		    "route: only reverse listeners are bound to a route");
+	if (route != NULL) {
+		if (strlen(route) > TOKEN_MAX_STR)
+			return cf_err(cx, jp, "route: too long");
+		snprintf(lc->lc_route, sizeof(lc->lc_route), "%s", route);
+	}
+	return 0;
+}
+
+/* Listener i (at jp) takes no name or address of one before it. */
+static int
+listener_unique(struct cfctx *cx, const char *jp, size_t i)
+{
+	const struct listener_conf *ls = cx->cf->cf_listeners, *lc = &ls[i];
+	size_t j;
+
+	for (j = 0; j < i; j++) {
+		if (strcmp(ls[j].lc_name, lc->lc_name) == 0)
+			return cf_err(cx, jp,
+			    "name: \"%s\" is used by listeners[%zu]",
+			    lc->lc_name, j);
+		if (ls[j].lc_addrlen == lc->lc_addrlen &&
+		    memcmp(&ls[j].lc_addr, &lc->lc_addr, lc->lc_addrlen) == 0)
+			return cf_err(cx, jp,
+			    "listen: %s is used by listeners[%zu]",
+			    lc->lc_listen, j);
+	}
+	return 0;
+}
+
+static int
+load_listeners(struct cfctx *cx, const cJSON *root)
+{
 	struct config *cf = cx->cf;
 	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "listeners");
 	const cJSON *it;
 	char jp[64];
-	size_t i = 0, j;
+	size_t i = 0;
 
 	if (arr == NULL)
 		return cf_err(cx, "", "missing \"listeners\"");
@@ -592,62 +658,10 @@ load_listeners(struct cfctx *cx, const cJSON *root)
 		return -1;
 	cf->cf_nlisteners = (size_t)cJSON_GetArraySize(arr);
 	cJSON_ArrayForEach(it, arr) {
-		struct listener_conf *lc = &cf->cf_listeners[i];
-		const char *name = NULL, *type = NULL, *listen = NULL;
-		const char *route = NULL;
-
 		cf_idx(jp, sizeof(jp), "listeners", i);
-		if (cf_keys(cx, jp, it, keys) == -1 ||
-		    cf_str(cx, jp, it, "type", 1, &type) == -1 ||
-		    cf_str(cx, jp, it, "listen", 1, &listen) == -1 ||
-		    cf_str(cx, jp, it, "name", 0, &name) == -1 ||
-		    cf_str(cx, jp, it, "route", 0, &route) == -1)
+		if (load_listener(cx, jp, it, &cf->cf_listeners[i]) == -1 ||
+		    listener_unique(cx, jp, i) == -1)
 			return -1;
-		if (strcmp(type, "forward") == 0)
-			lc->lc_type = LISTENER_FORWARD;
-		else if (strcmp(type, "reverse") == 0)
-			lc->lc_type = LISTENER_REVERSE;
-		else
-			return cf_err(cx, jp,
-			    "type: \"%s\" is not \"forward\" or \"reverse\"",
-			    type);
-		if (strlen(listen) >= sizeof(lc->lc_listen) ||
-		    parse_listen(listen, &lc->lc_addr, &lc->lc_addrlen) == -1)
-			return cf_err(cx, jp,
-			    "listen: \"%s\" is not IP:PORT or [IPv6]:PORT",
-			    listen);
-		snprintf(lc->lc_listen, sizeof(lc->lc_listen), "%s", listen);
-		if (name == NULL)
-			name = listen;
-		if (strlen(name) >= sizeof(lc->lc_name))
-			return cf_err(cx, jp, "name: longer than %zu bytes",
-			    sizeof(lc->lc_name) - 1);
-		snprintf(lc->lc_name, sizeof(lc->lc_name), "%s", name);
-		if (lc->lc_type == LISTENER_REVERSE && route == NULL)
-			return cf_err(cx, jp,
-			    "a reverse listener needs \"route\"");
-		if (lc->lc_type == LISTENER_FORWARD && route != NULL)
-			return cf_err(cx, jp,
-			    "route: only reverse listeners are bound to a route");
-		if (route != NULL) {
-			if (strlen(route) > TOKEN_MAX_STR)
-				return cf_err(cx, jp, "route: too long");
-			snprintf(lc->lc_route, sizeof(lc->lc_route), "%s",
-			    route);
-		}
-		for (j = 0; j < i; j++) {
-			if (strcmp(cf->cf_listeners[j].lc_name, lc->lc_name) ==
-			    0)
-				return cf_err(cx, jp,
-				    "name: \"%s\" is used by listeners[%zu]",
-				    lc->lc_name, j);
-			if (cf->cf_listeners[j].lc_addrlen == lc->lc_addrlen &&
-			    memcmp(&cf->cf_listeners[j].lc_addr, &lc->lc_addr,
-				lc->lc_addrlen) == 0)
-				return cf_err(cx, jp,
-				    "listen: %s is used by listeners[%zu]",
-				    lc->lc_listen, j);
-		}
 		i++;
 	}
 	return 0;
@@ -828,7 +842,8 @@ load_tokens(struct cfctx *cx, const cJSON *root)
 	    cf_str(cx, "tokens", obj, "issuer", 0, &issuer) == -1 ||
 	    cf_str(cx, "tokens", obj, "revoked_file", 0, &revoked) == -1 ||
 	    cf_uint(cx, "tokens", obj, "leeway_s", 0, 600, &leeway) == -1 ||
-	    cf_uint(cx, "tokens", obj, "max_ttl_s", 1, 7 * 86400, &ttl) == -1)
+	    cf_uint(cx, "tokens", obj, "max_ttl_s", 1, 7 * (uint64_t)86400,
+		&ttl) == -1)
 		return -1;
 	if (issuer != NULL && strlen(issuer) > TOKEN_MAX_STR)
 		return cf_err(cx, "tokens.issuer", "longer than %d bytes",
@@ -886,19 +901,75 @@ load_tokens(struct cfctx *cx, const cJSON *root)
 	return 0;
 }
 
+/* An injected header's name (at el): a token, not ours, not twice. */
 static int
-load_headers(struct cfctx *cx, const char *jp, const cJSON *up,
-    struct upstream_conf *uc)
+check_header_name(struct cfctx *cx, const char *el,
+    const struct upstream_conf *uc, size_t i, const char *name)
 {
-	static const char *const keys[] = { "name", "value_file", NULL };
 	static const char *const forbidden[] = { "host", "content-length",
 		"transfer-encoding", "connection", "keep-alive",
 		"proxy-authorization", "proxy-connection", "te", "trailer",
 		"upgrade", NULL };
+	const char *p;
+	size_t j, k;
+
+	for (p = name; *p != '\0'; p++)
+		if (!ascii_is_tchar((unsigned char)*p))
+			return cf_err(cx, el,
+			    "name: \"%s\" is not a field name", name);
+	for (k = 0; forbidden[k] != NULL; k++)
+		if (strcasecmp(name, forbidden[k]) == 0)
+			return cf_err(cx, el,
+			    "name: %s is set by sluice itself", name);
+	for (j = 0; j < i; j++)
+		if (strcasecmp(uc->uc_headers[j].uh_name, name) == 0)
+			return cf_err(cx, el, "name: %s is already configured",
+			    name);
+	return 0;
+}
+
+/* Entry i of an upstream's "headers" (at el): its name and secret value. */
+static int
+load_header(struct cfctx *cx, const char *el, const cJSON *it,
+    struct upstream_conf *uc, size_t i)
+{
+	static const char *const keys[] = { "name", "value_file", NULL };
+	struct upstream_header *uh = &uc->uc_headers[i];
+	const char *name = NULL, *file = NULL;
+	char why[512];
+	size_t k;
+
+	if (cf_keys(cx, el, it, keys) == -1 ||
+	    cf_str(cx, el, it, "name", 1, &name) == -1 ||
+	    cf_str(cx, el, it, "value_file", 1, &file) == -1 ||
+	    check_header_name(cx, el, uc, i, name) == -1)
+		return -1;
+	if ((uh->uh_name = cf_strdup(cx, el, name)) == NULL ||
+	    (uh->uh_file = cf_strdup(cx, el, file)) == NULL)
+		return -1;
+	if (config_read_secret(file, cx->cf->cf_uid, &uh->uh_value,
+		&uh->uh_value_len, why, sizeof(why)) == -1)
+		return cf_err(cx, el, "value_file: %s", why);
+	/* A CR, LF or other CTL would split or corrupt the head. */
+	for (k = 0; k < uh->uh_value_len; k++) {
+		unsigned char c = uh->uh_value[k];
+
+		if ((c < 0x20 && c != '\t') || c == 0x7f)
+			return cf_err(cx, el,
+			    "value_file: %s: control byte at offset %zu", file,
+			    k);
+	}
+	return 0;
+}
+
+static int
+load_headers(struct cfctx *cx, const char *jp, const cJSON *up,
+    struct upstream_conf *uc)
+{
 	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(up, "headers");
 	const cJSON *it;
-	char sub[128], why[512];
-	size_t i = 0, j, k;
+	char sub[128], el[160];
+	size_t i = 0;
 
 	if (arr == NULL)
 		return 0;
@@ -913,71 +984,41 @@ load_headers(struct cfctx *cx, const char *jp, const cJSON *up,
 		return -1;
 	uc->uc_nheaders = (size_t)cJSON_GetArraySize(arr);
 	cJSON_ArrayForEach(it, arr) {
-		struct upstream_header *uh = &uc->uc_headers[i];
-		const char *name = NULL, *file = NULL, *p;
-		char el[160];
-
 		cf_idx(el, sizeof(el), sub, i);
-		if (cf_keys(cx, el, it, keys) == -1 ||
-		    cf_str(cx, el, it, "name", 1, &name) == -1 ||
-		    cf_str(cx, el, it, "value_file", 1, &file) == -1)
+		if (load_header(cx, el, it, uc, i) == -1)
 			return -1;
-		for (p = name; *p != '\0'; p++)
-			if (!ascii_is_tchar((unsigned char)*p))
-				return cf_err(cx, el,
-				    "name: \"%s\" is not a field name", name);
-		for (k = 0; forbidden[k] != NULL; k++)
-			if (strcasecmp(name, forbidden[k]) == 0)
-				return cf_err(cx, el,
-				    "name: %s is set by sluice itself", name);
-		for (j = 0; j < i; j++)
-			if (strcasecmp(uc->uc_headers[j].uh_name, name) == 0)
-				return cf_err(cx, el,
-				    "name: %s is already configured", name);
-		if ((uh->uh_name = cf_strdup(cx, el, name)) == NULL ||
-		    (uh->uh_file = cf_strdup(cx, el, file)) == NULL)
-			return -1;
-		if (config_read_secret(file, cx->cf->cf_uid, &uh->uh_value,
-			&uh->uh_value_len, why, sizeof(why)) == -1)
-			return cf_err(cx, el, "value_file: %s", why);
-		/* A CR, LF or other CTL would split or corrupt the head. */
-		for (k = 0; k < uh->uh_value_len; k++) {
-			unsigned char c = uh->uh_value[k];
-
-			if ((c < 0x20 && c != '\t') || c == 0x7f)
-				return cf_err(cx, el,
-				    "value_file: %s: control byte at offset %zu",
-				    file, k);
-		}
 		i++;
 	}
 	return 0;
 }
 
+/* host (brackets around an IPv6 literal) and port if with_port, in buf. */
+static void
+upstream_hostport(char *buf, size_t len, const struct uri *u, const char *host,
+    int with_port)
+{
+	const char *lb = u->host_type == URI_HOST_V6 ? "[" : "";
+	const char *rb = u->host_type == URI_HOST_V6 ? "]" : "";
+
+	if (with_port)
+		snprintf(buf, len, "%s%s%s:%u", lb, host, rb, u->port);
+	else
+		snprintf(buf, len, "%s%s%s", lb, host, rb);
+}
+
+/*
+ * The upstream's "url" (at sub): an absolute http(s) URL without a query,
+ * into scheme, host, port, authority and path (no trailing '/'); an IP
+ * literal must not be private unless allow_private.
+ */
 static int
-load_upstream(struct cfctx *cx, const char *rjp, const cJSON *r,
+load_upstream_url(struct cfctx *cx, const char *sub, const char *url,
     struct upstream_conf *uc)
 {
-	static const char *const keys[] = { "url", "ca_file", "pin_sha256",
-		"allow_private", "allow_plaintext", "headers", NULL };
-	const cJSON *up = cJSON_GetObjectItemCaseSensitive(r, "upstream");
-	const char *url = NULL, *ca = NULL, *uwhy = "invalid";
-	char jp[96], sub[128], why[512], auth[300];
-	char **pins = NULL;
-	size_t npins = 0, i;
+	const char *uwhy = "invalid";
+	char auth[300];
 	struct uri u;
 
-	cf_sub(jp, sizeof(jp), rjp, "upstream");
-	if (up == NULL)
-		return cf_err(cx, rjp, "missing \"upstream\"");
-	if (cf_keys(cx, jp, up, keys) == -1 ||
-	    cf_str(cx, jp, up, "url", 1, &url) == -1 ||
-	    cf_str(cx, jp, up, "ca_file", 0, &ca) == -1 ||
-	    cf_bool(cx, jp, up, "allow_private", &uc->uc_allow_private) == -1 ||
-	    cf_bool(cx, jp, up, "allow_plaintext", &uc->uc_allow_plaintext) ==
-		-1)
-		return -1;
-	cf_sub(sub, sizeof(sub), jp, "url");
 	if ((uc->uc_url = cf_strdup(cx, sub, url)) == NULL)
 		return -1;
 	memset(&u, 0, sizeof(u));
@@ -998,14 +1039,7 @@ load_upstream(struct cfctx *cx, const char *rjp, const cJSON *r,
 	uc->uc_host_is_ip = u.host_type != URI_HOST_NAME;
 	uc->uc_port = u.port;
 	/* The Host value sent upstream: the URL's authority as written. */
-	if (u.has_port)
-		snprintf(auth, sizeof(auth), "%s%s%s:%u",
-		    u.host_type == URI_HOST_V6 ? "[" : "", uc->uc_host,
-		    u.host_type == URI_HOST_V6 ? "]" : "", u.port);
-	else
-		snprintf(auth, sizeof(auth), "%s%s%s",
-		    u.host_type == URI_HOST_V6 ? "[" : "", uc->uc_host,
-		    u.host_type == URI_HOST_V6 ? "]" : "");
+	upstream_hostport(auth, sizeof(auth), &u, uc->uc_host, u.has_port);
 	if ((uc->uc_authority = cf_strdup(cx, sub, auth)) == NULL ||
 	    (uc->uc_path = cf_calloc(cx, sub, u.path_len + 1, 1)) == NULL)
 		return -1;
@@ -1018,15 +1052,27 @@ load_upstream(struct cfctx *cx, const char *rjp, const cJSON *r,
 		socklen_t sl;
 		char lit[300];
 
-		snprintf(lit, sizeof(lit), "%s%s%s:%u",
-		    u.host_type == URI_HOST_V6 ? "[" : "", uc->uc_host,
-		    u.host_type == URI_HOST_V6 ? "]" : "", uc->uc_port);
+		upstream_hostport(lit, sizeof(lit), &u, uc->uc_host, 1);
 		if (parse_listen(lit, &ss, &sl) == 0 &&
 		    policy_addr_private((struct sockaddr *)&ss))
 			return cf_err(cx, sub,
 			    "%s is a private address (set allow_private)",
 			    uc->uc_host);
 	}
+	return 0;
+}
+
+/*
+ * The upstream's TLS (at jp): its pins, its CA file and the client
+ * context; both need an https URL.
+ */
+static int
+load_upstream_tls(struct cfctx *cx, const char *jp, const cJSON *up,
+    const char *ca, struct upstream_conf *uc)
+{
+	char sub[128], why[512];
+	char **pins = NULL;
+	size_t npins = 0, i;
 
 	if (cf_strlist(cx, jp, up, "pin_sha256", &pins, &npins, NULL) == -1)
 		return -1;
@@ -1062,6 +1108,33 @@ load_upstream(struct cfctx *cx, const char *rjp, const cJSON *r,
 			    ca != NULL ? ": " : "", why);
 		}
 	}
+	return 0;
+}
+
+static int
+load_upstream(struct cfctx *cx, const char *rjp, const cJSON *r,
+    struct upstream_conf *uc)
+{
+	static const char *const keys[] = { "url", "ca_file", "pin_sha256",
+		"allow_private", "allow_plaintext", "headers", NULL };
+	const cJSON *up = cJSON_GetObjectItemCaseSensitive(r, "upstream");
+	const char *url = NULL, *ca = NULL;
+	char jp[96], sub[128];
+
+	cf_sub(jp, sizeof(jp), rjp, "upstream");
+	if (up == NULL)
+		return cf_err(cx, rjp, "missing \"upstream\"");
+	if (cf_keys(cx, jp, up, keys) == -1 ||
+	    cf_str(cx, jp, up, "url", 1, &url) == -1 ||
+	    cf_str(cx, jp, up, "ca_file", 0, &ca) == -1 ||
+	    cf_bool(cx, jp, up, "allow_private", &uc->uc_allow_private) == -1 ||
+	    cf_bool(cx, jp, up, "allow_plaintext", &uc->uc_allow_plaintext) ==
+		-1)
+		return -1;
+	cf_sub(sub, sizeof(sub), jp, "url");
+	if (load_upstream_url(cx, sub, url, uc) == -1 ||
+	    load_upstream_tls(cx, jp, up, ca, uc) == -1)
+		return -1;
 	return load_headers(cx, jp, up, uc);
 }
 
@@ -1230,7 +1303,7 @@ load_limits(struct cfctx *cx, const cJSON *root)
 
 	l->max_header_bytes = 16384;
 	l->max_headers = 100;
-	l->max_body_bytes = 32 * 1024 * 1024;
+	l->max_body_bytes = (uint64_t)32 * 1024 * 1024;
 	l->max_connections = 4096;
 	l->header_timeout_ms = 10000;
 	l->idle_timeout_ms = 60000;
@@ -1242,8 +1315,8 @@ load_limits(struct cfctx *cx, const cJSON *root)
 	if (obj == NULL)
 		return 0;
 	if (cf_keys(cx, jp, obj, keys) == -1 ||
-	    cf_uint(cx, jp, obj, "max_header_bytes", 1024, 1024 * 1024,
-		&l->max_header_bytes) == -1 ||
+	    cf_uint(cx, jp, obj, "max_header_bytes", 1024,
+		(uint64_t)1024 * 1024, &l->max_header_bytes) == -1 ||
 	    cf_uint(cx, jp, obj, "max_headers", 8, 1000, &l->max_headers) ==
 		-1 ||
 	    cf_uint(cx, jp, obj, "max_body_bytes", 0, (uint64_t)1 << 50,

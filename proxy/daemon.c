@@ -152,7 +152,7 @@ warn_unprivileged_ports(const struct config *cf)
 			    "queries; raise it above 53\n",
 			    i, r, start);
 	}
-	fflush(stderr);
+	(void)fflush(stderr);
 }
 
 static int
@@ -711,13 +711,105 @@ write_ready(int fd)
 	int n;
 
 	fprintf(stderr, "sluice: ready\n");
-	fflush(stderr);
+	(void)fflush(stderr);
 	if (fd == -1)
 		return;
 	n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
 	if (write(fd, buf, (size_t)n) != n)
 		log_warn("ready_file");
 	/* Kept open for ready_remove(). */
+}
+
+/*
+ * Start-up step 3, the state: budget, revocations, token cache and the
+ * audit log (owned by the configured user). Logs why and returns -1 on
+ * failure.
+ */
+static int
+open_state(char *why, size_t whylen)
+{
+	if ((d_env.pe_budget = budget_open(d_env.pe_cf->cf_state_dir, why,
+		 whylen)) == NULL ||
+	    (d_env.pe_revs = revocations_open(d_env.pe_cf->cf_state_dir, why,
+		 whylen)) == NULL ||
+	    (d_env.pe_cache = token_cache_new(DAEMON_TOKEN_CACHE)) == NULL) {
+		log_warnx("state_dir: %s", why);
+		return -1;
+	}
+#ifdef SLUICE_BENCH_NO_AUDIT
+	/* A measurement build (CMake SLUICE_BENCH_NO_AUDIT): no audit log. */
+	log_warnx("measurement build without an audit log: not for use");
+#else
+	if ((d_env.pe_audit = audit_open(&d_env.pe_cf->cf_audit,
+		 d_env.pe_cf->cf_state_dir, d_env.pe_base, why, whylen)) ==
+	    NULL) {
+		log_warnx("audit: %s", why);
+		return -1;
+	}
+#endif
+	/* lchown: never the target of a link planted at the path. */
+	if (d_env.pe_audit != NULL && d_env.pe_cf->cf_user != NULL &&
+	    geteuid() == 0 &&
+	    lchown(d_env.pe_cf->cf_audit.ac_path, d_env.pe_cf->cf_uid,
+		d_env.pe_cf->cf_gid) == -1)
+		log_warn("audit: chown %s", d_env.pe_cf->cf_audit.ac_path);
+	return 0;
+}
+
+/* Start-up step 3, the control sockets: admin and metrics. As above. */
+static int
+open_control(char *why, size_t whylen)
+{
+	if (d_env.pe_cf->cf_admin_socket != NULL &&
+	    admin_open(d_env.pe_base, d_env.pe_cf->cf_admin_socket,
+		d_env.pe_cf->cf_user != NULL ? d_env.pe_cf->cf_uid : geteuid(),
+		&daemon_admin_ops, why, whylen) == -1) {
+		log_warnx("admin.socket: %s", why);
+		return -1;
+	}
+	if (d_env.pe_cf->cf_metrics_listen != NULL &&
+	    metrics_listen(d_env.pe_base, d_env.pe_cf->cf_metrics_listen, why,
+		whylen) == -1) {
+		log_warnx("metrics.listen: %s", why);
+		return -1;
+	}
+	return 0;
+}
+
+/* After the loop: the daemon.stop line, then everything in reverse. */
+static void
+run_stop(struct event **sigev, size_t n)
+{
+	size_t i;
+
+	audit_begin(d_env.pe_audit, "daemon.stop");
+	audit_add_int(d_env.pe_audit, "pid", (int64_t)getpid());
+	(void)audit_commit(d_env.pe_audit);
+	log_info("stopped");
+	for (i = 0; i < n; i++)
+		event_free(sigev[i]);
+	if (d_drain_ev != NULL)
+		event_free(d_drain_ev);
+	event_free(d_prune_ev);
+	listener_close_all();
+	conn_close_all();
+	netguard_stop(d_env.pe_cf);
+	metrics_close();
+	admin_close();
+	audit_close(d_env.pe_audit);
+	d_env.pe_audit = NULL;
+	token_cache_free(d_env.pe_cache);
+	revocations_close(d_env.pe_revs);
+	budget_close(d_env.pe_budget);
+	config_unref(d_env.pe_cf);
+	/*
+	 * Connections are freed from the loop: run it once more, so their
+	 * policies (and upstreams, with any DNS query) go before the resolver.
+	 */
+	event_base_loop(d_env.pe_base, EVLOOP_NONBLOCK);
+	resolve_shutdown();
+	event_base_free(d_env.pe_base);
+	free(d_path);
 }
 
 int
@@ -735,9 +827,10 @@ cmd_run(int argc, char **argv)
 		return usage_error("run",
 		    "usage: sluice run -c POLICY.json [--netns NAME] [--no-netpolicy] [-v]");
 	log_init("sluice", o.verbose);
-	signal(SIGPIPE, SIG_IGN);
+	/* SIG_ERR only for a bad signal number: these are good. */
+	(void)signal(SIGPIPE, SIG_IGN);
 	/* A file-size limit fails the audit write instead of killing us. */
-	signal(SIGXFSZ, SIG_IGN);
+	(void)signal(SIGXFSZ, SIG_IGN);
 	d_started = time(NULL);
 	if ((d_path = realpath(o.path, NULL)) == NULL)
 		d_path = strdup(o.path);
@@ -775,44 +868,9 @@ cmd_run(int argc, char **argv)
 		log_warnx("%s", why);
 		return SL_EXIT_RUNTIME;
 	}
-	if ((d_env.pe_budget = budget_open(d_env.pe_cf->cf_state_dir, why,
-		 sizeof(why))) == NULL ||
-	    (d_env.pe_revs = revocations_open(d_env.pe_cf->cf_state_dir, why,
-		 sizeof(why))) == NULL ||
-	    (d_env.pe_cache = token_cache_new(DAEMON_TOKEN_CACHE)) == NULL) {
-		log_warnx("state_dir: %s", why);
+	if (open_state(why, sizeof(why)) == -1 ||
+	    open_control(why, sizeof(why)) == -1)
 		return SL_EXIT_RUNTIME;
-	}
-#ifdef SLUICE_BENCH_NO_AUDIT
-	/* A measurement build (CMake SLUICE_BENCH_NO_AUDIT): no audit log. */
-	log_warnx("measurement build without an audit log: not for use");
-#else
-	if ((d_env.pe_audit = audit_open(&d_env.pe_cf->cf_audit,
-		 d_env.pe_cf->cf_state_dir, d_env.pe_base, why, sizeof(why))) ==
-	    NULL) {
-		log_warnx("audit: %s", why);
-		return SL_EXIT_RUNTIME;
-	}
-#endif
-	/* lchown: never the target of a link planted at the path. */
-	if (d_env.pe_audit != NULL && d_env.pe_cf->cf_user != NULL &&
-	    geteuid() == 0 &&
-	    lchown(d_env.pe_cf->cf_audit.ac_path, d_env.pe_cf->cf_uid,
-		d_env.pe_cf->cf_gid) == -1)
-		log_warn("audit: chown %s", d_env.pe_cf->cf_audit.ac_path);
-	if (d_env.pe_cf->cf_admin_socket != NULL &&
-	    admin_open(d_env.pe_base, d_env.pe_cf->cf_admin_socket,
-		d_env.pe_cf->cf_user != NULL ? d_env.pe_cf->cf_uid : geteuid(),
-		&daemon_admin_ops, why, sizeof(why)) == -1) {
-		log_warnx("admin.socket: %s", why);
-		return SL_EXIT_RUNTIME;
-	}
-	if (d_env.pe_cf->cf_metrics_listen != NULL &&
-	    metrics_listen(d_env.pe_base, d_env.pe_cf->cf_metrics_listen, why,
-		sizeof(why)) == -1) {
-		log_warnx("metrics.listen: %s", why);
-		return SL_EXIT_RUNTIME;
-	}
 	/*
 	 * The policy is loaded and everything it names is open: the key
 	 * files marked unlink_after_read go now, while we may still remove
@@ -860,33 +918,6 @@ cmd_run(int argc, char **argv)
 	/* No longer serving: a supervisor must not find our pid now. */
 	ready_remove();
 
-	audit_begin(d_env.pe_audit, "daemon.stop");
-	audit_add_int(d_env.pe_audit, "pid", (int64_t)getpid());
-	(void)audit_commit(d_env.pe_audit);
-	log_info("stopped");
-	for (i = 0; i < SL_NELEM(sigs); i++)
-		event_free(sigev[i]);
-	if (d_drain_ev != NULL)
-		event_free(d_drain_ev);
-	event_free(d_prune_ev);
-	listener_close_all();
-	conn_close_all();
-	netguard_stop(d_env.pe_cf);
-	metrics_close();
-	admin_close();
-	audit_close(d_env.pe_audit);
-	d_env.pe_audit = NULL;
-	token_cache_free(d_env.pe_cache);
-	revocations_close(d_env.pe_revs);
-	budget_close(d_env.pe_budget);
-	config_unref(d_env.pe_cf);
-	/*
-	 * Connections are freed from the loop: run it once more, so their
-	 * policies (and upstreams, with any DNS query) go before the resolver.
-	 */
-	event_base_loop(d_env.pe_base, EVLOOP_NONBLOCK);
-	resolve_shutdown();
-	event_base_free(d_env.pe_base);
-	free(d_path);
+	run_stop(sigev, SL_NELEM(sigev));
 	return SL_EXIT_OK;
 }

@@ -30,7 +30,7 @@ deny_clean(char *dst, size_t cap, const char *s, size_t len)
 		unsigned char ch = (unsigned char)s[i];
 
 		/* Printable ASCII only: no control byte, no invalid UTF-8. */
-		dst[i] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+		dst[i] = (char)(ch >= 0x20 && ch < 0x7f ? ch : '?');
 	}
 	if (cut) {
 		memcpy(dst + n, "...", 3);

@@ -254,23 +254,17 @@ same_name(const struct rr *rr, const unsigned char *name, size_t len)
 	return rr->name_len == len && memcmp(rr->name, name, len) == 0;
 }
 
-int
-dnsmsg_parse(const struct dnsmsg_query *q, const unsigned char *msg, size_t len,
-    struct dnsmsg_answer *out, unsigned char (*addrs)[16], size_t maxaddrs,
-    enum dnsmsg_err *err, size_t *off)
+/*
+ * The header and the question: a response to q (its id, QR set, opcode 0,
+ * one question that echoes q's byte for byte). Sets da_rcode and da_tc.
+ */
+static int
+check_response(const struct dnsmsg_query *q, const unsigned char *msg,
+    size_t len, struct dnsmsg_answer *out, enum dnsmsg_err *err, size_t *off)
 {
-	unsigned char cur[DNSMSG_NAME_MAX], next[DNSMSG_NAME_MAX];
-	size_t curlen, nextlen, qlen;
-	size_t pos, ans, i, nrr, nan, hops, nfound;
-	unsigned flags, rcode;
-	uint32_t ttl = UINT32_MAX;
-	struct rr rr;
-	uint16_t want = q->dq_qtype;
-	size_t alen = want == DNSMSG_QTYPE_A ? 4 : 16;
+	size_t qlen, i;
+	unsigned flags;
 
-	memset(out, 0, sizeof(*out));
-	*err = DNSMSG_E_OK;
-	*off = 0;
 	if (q->dq_len < DNSMSG_HDR_LEN + 6 || q->dq_len > DNSMSG_QUERY_MAX)
 		return fail(err, off, DNSMSG_E_QUESTION, DNSMSG_HDR_LEN);
 	if (len > DNSMSG_MSG_MAX)
@@ -294,17 +288,26 @@ dnsmsg_parse(const struct dnsmsg_query *q, const unsigned char *msg, size_t len,
 		if (msg[DNSMSG_HDR_LEN + i] != q->dq_msg[DNSMSG_HDR_LEN + i])
 			return fail(err, off, DNSMSG_E_QUESTION,
 			    DNSMSG_HDR_LEN + i);
-	rcode = flags & 0xf;
-	out->da_rcode = (int)rcode;
-	if (flags & DNS_FLAG_TC) {
-		/* The rest may be cut anywhere: TCP gets the whole answer. */
-		out->da_tc = 1;
-		return 0;
-	}
-	ans = pos = DNSMSG_HDR_LEN + qlen;
+	out->da_rcode = (int)(flags & 0xf);
+	/* The rest may be cut anywhere: TCP gets the whole answer. */
+	out->da_tc = (flags & DNS_FLAG_TC) != 0;
+	return 0;
+}
+
+/*
+ * Every record from ans on well formed, whatever section and type, and
+ * nothing after the last one.
+ */
+static int
+check_records(const unsigned char *msg, size_t len, size_t ans,
+    enum dnsmsg_err *err, size_t *off)
+{
+	unsigned char next[DNSMSG_NAME_MAX];
+	size_t pos = ans, i, nrr, nan, nextlen;
+	struct rr rr;
+
 	nan = get16(msg + 6);
 	nrr = nan + get16(msg + 8) + get16(msg + 10);
-	/* Every record well formed, whatever section and type. */
 	for (i = 0; i < nrr; i++) {
 		if (read_rr(msg, len, &pos, &rr, err, off) == -1)
 			return -1;
@@ -319,14 +322,26 @@ dnsmsg_parse(const struct dnsmsg_query *q, const unsigned char *msg, size_t len,
 	}
 	if (pos != len)
 		return fail(err, off, DNSMSG_E_TRAILING, pos);
-	if (rcode != DNSMSG_RCODE_NOERROR)
-		return 0;
+	return 0;
+}
 
-	/* The CNAME chain from the query name (in lower case). */
-	pos = DNSMSG_HDR_LEN;
-	if (read_name(q->dq_msg, q->dq_len, &pos, cur, &curlen, err, off) == -1)
+/*
+ * Follow the CNAME chain from the query name (in lower case) through the
+ * answer section at ans: cur ends as the chain's last name, *hops its
+ * length, *ttl lowered to the shortest CNAME TTL on the way.
+ */
+static int
+follow_cnames(const struct dnsmsg_query *q, const unsigned char *msg,
+    size_t len, size_t ans, unsigned char cur[DNSMSG_NAME_MAX], size_t *curlen,
+    size_t *hops, uint32_t *ttl, enum dnsmsg_err *err, size_t *off)
+{
+	unsigned char next[DNSMSG_NAME_MAX];
+	size_t pos = DNSMSG_HDR_LEN, nan = get16(msg + 6), nextlen, i;
+	struct rr rr;
+
+	if (read_name(q->dq_msg, q->dq_len, &pos, cur, curlen, err, off) == -1)
 		return -1;
-	for (hops = 0;; hops++) {
+	for (*hops = 0;; (*hops)++) {
 		int found = 0;
 		size_t at = 0;
 
@@ -338,7 +353,7 @@ dnsmsg_parse(const struct dnsmsg_query *q, const unsigned char *msg, size_t len,
 				return -1;
 			if (rr.type != DNS_TYPE_CNAME ||
 			    rr.class != DNS_CLASS_IN ||
-			    !same_name(&rr, cur, curlen))
+			    !same_name(&rr, cur, *curlen))
 				continue;
 			/* Two CNAMEs for one name: which one is true? */
 			if (found++)
@@ -346,38 +361,81 @@ dnsmsg_parse(const struct dnsmsg_query *q, const unsigned char *msg, size_t len,
 			if (read_target(msg, &rr, next, &nextlen, err, off) ==
 			    -1)
 				return -1;
-			if (rr.ttl < ttl)
-				ttl = rr.ttl;
+			if (rr.ttl < *ttl)
+				*ttl = rr.ttl;
 			at = start;
 		}
 		if (!found)
-			break;
-		if (hops == DNSMSG_CNAME_MAX)
+			return 0;
+		if (*hops == DNSMSG_CNAME_MAX)
 			return fail(err, off, DNSMSG_E_CNAME, at);
 		memcpy(cur, next, nextlen);
-		curlen = nextlen;
+		*curlen = nextlen;
 	}
-	out->da_ncnames = hops;
+}
 
-	/* The addresses the chain's last name owns. */
-	nfound = 0;
-	pos = ans;
+/*
+ * The addresses of the wanted type that name cur owns in the answer
+ * section at ans: the first maxaddrs into addrs, all of them counted in
+ * da_nfound; *ttl lowered to the shortest of their TTLs.
+ */
+static int
+collect_addrs(const struct dnsmsg_query *q, const unsigned char *msg,
+    size_t len, size_t ans, const unsigned char *cur, size_t curlen,
+    uint32_t *ttl, struct dnsmsg_answer *out, unsigned char (*addrs)[16],
+    size_t maxaddrs, enum dnsmsg_err *err, size_t *off)
+{
+	uint16_t want = q->dq_qtype;
+	size_t alen = want == DNSMSG_QTYPE_A ? 4 : 16;
+	size_t pos = ans, nan = get16(msg + 6), i;
+	struct rr rr;
+
 	for (i = 0; i < nan; i++) {
 		if (read_rr(msg, len, &pos, &rr, err, off) == -1)
 			return -1;
 		if (rr.type != want || rr.class != DNS_CLASS_IN ||
 		    !same_name(&rr, cur, curlen))
 			continue;
-		if (rr.ttl < ttl)
-			ttl = rr.ttl;
+		if (rr.ttl < *ttl)
+			*ttl = rr.ttl;
 		if (out->da_naddrs < maxaddrs) {
 			memset(addrs[out->da_naddrs], 0, 16);
 			memcpy(addrs[out->da_naddrs], msg + rr.rdoff, alen);
 			out->da_naddrs++;
 		}
-		nfound++;
+		out->da_nfound++;
 	}
-	out->da_nfound = nfound;
-	out->da_ttl = nfound > 0 ? ttl : 0;
+	return 0;
+}
+
+int
+dnsmsg_parse(const struct dnsmsg_query *q, const unsigned char *msg, size_t len,
+    struct dnsmsg_answer *out, unsigned char (*addrs)[16], size_t maxaddrs,
+    enum dnsmsg_err *err, size_t *off)
+{
+	unsigned char cur[DNSMSG_NAME_MAX];
+	size_t curlen, ans, hops;
+	uint32_t ttl = UINT32_MAX;
+
+	memset(out, 0, sizeof(*out));
+	*err = DNSMSG_E_OK;
+	*off = 0;
+	if (check_response(q, msg, len, out, err, off) == -1)
+		return -1;
+	if (out->da_tc)
+		return 0;
+	ans = q->dq_len; /* the header and the question echoed */
+	if (check_records(msg, len, ans, err, off) == -1)
+		return -1;
+	if (out->da_rcode != DNSMSG_RCODE_NOERROR)
+		return 0;
+	if (follow_cnames(q, msg, len, ans, cur, &curlen, &hops, &ttl, err,
+		off) == -1)
+		return -1;
+	out->da_ncnames = hops;
+	if (collect_addrs(q, msg, len, ans, cur, curlen, &ttl, out, addrs,
+		maxaddrs, err, off) == -1)
+		return -1;
+	out->da_ttl = out->da_nfound > 0 ? ttl : 0;
 	return 0;
 }

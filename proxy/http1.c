@@ -295,6 +295,120 @@ parse_content_length(const char *v, size_t n, uint64_t *out)
 	return HTTP1_E_NONE;
 }
 
+/* What check_head() needs from the fields: the framing ones and Host. */
+struct head_fields {
+	const struct http1_hdr *cl, *te, *host; /* the last of each */
+	size_t ncl, nte, nhost;
+	int upgrade;
+};
+
+/* The flags a field other than the framing ones and Host sets, if any. */
+static void
+note_flags(struct http1_msg *m, const struct http1_hdr *h)
+{
+	if (http1_name_eq(h->name, h->name_len, "connection")) {
+		if (list_has(h->value, h->value_len, "close", 5))
+			m->flags |= HTTP1_F_CLOSE;
+		if (list_has(h->value, h->value_len, "keep-alive", 10))
+			m->flags |= HTTP1_F_KEEPALIVE;
+	} else if (http1_name_eq(h->name, h->name_len, "expect")) {
+		if (list_has(h->value, h->value_len, "100-continue", 12))
+			m->flags |= HTTP1_F_EXPECT_100;
+	} else if (http1_name_eq(h->name, h->name_len, "proxy-connection"))
+		m->flags |= HTTP1_F_PROXY_CONN;
+	else if (http1_name_eq(h->name, h->name_len, "te"))
+		m->flags |= HTTP1_F_HAS_TE_HDR;
+}
+
+/* One pass over the fields: count and keep the framing ones, set flags. */
+static void
+scan_fields(struct http1_msg *m, struct head_fields *f)
+{
+	const struct http1_hdr *h;
+	size_t i;
+
+	memset(f, 0, sizeof(*f));
+	for (i = 0; i < m->nhdrs; i++) {
+		h = &m->hdrs[i];
+		if (http1_name_eq(h->name, h->name_len, "content-length")) {
+			f->ncl++;
+			f->cl = h;
+		} else if (http1_name_eq(h->name, h->name_len,
+			       "transfer-encoding")) {
+			f->nte++;
+			f->te = h;
+		} else if (http1_name_eq(h->name, h->name_len, "host")) {
+			f->nhost++;
+			f->host = h;
+		} else if (http1_name_eq(h->name, h->name_len, "upgrade"))
+			f->upgrade = 1;
+		else
+			note_flags(m, h);
+	}
+}
+
+/* Upgrade, CL with TE, repeated CL, CL syntax, then TE, in that order. */
+static enum http1_err
+check_framing(struct http1_msg *m, const struct head_fields *f, int response)
+{
+	enum http1_err e;
+
+	/* DESIGN.md: an Upgrade request is a 400; we never switch. */
+	if (!response && f->upgrade)
+		return HTTP1_E_UPGRADE;
+	/* RFC 9112 §6.3 lets TE override CL; both at once is refused. */
+	if (f->ncl > 0 && f->nte > 0)
+		return HTTP1_E_CL_AND_TE;
+	if (f->ncl > 1)
+		return HTTP1_E_CL_MULTIPLE;
+	if (f->cl != NULL &&
+	    (e = parse_content_length(f->cl->value, f->cl->value_len,
+		 &m->content_length)) != HTTP1_E_NONE)
+		return e;
+	/*
+	 * Exactly one field whose value is "chunked": a list such as
+	 * "gzip, chunked" is legal HTTP but gains us nothing and widens the
+	 * room for disagreement. HTTP/1.0 has no Transfer-Encoding (RFC 9112
+	 * §6.1: such framing is faulty).
+	 */
+	if (f->nte > 1 ||
+	    (f->te != NULL &&
+		(f->te->value_len != 7 ||
+		    !http1_case_eq(f->te->value, "chunked", 7))))
+		return HTTP1_E_TE_NOT_CHUNKED;
+	if (f->te != NULL && m->minor == 0)
+		return HTTP1_E_TE_NOT_CHUNKED;
+	return HTTP1_E_NONE;
+}
+
+/* A request's Host (one, valid; none only in HTTP/1.0) and its body. */
+static enum http1_err
+check_request(struct http1_msg *m, const struct head_fields *f)
+{
+	if (f->nhost > 1)
+		return HTTP1_E_HOST_MULTIPLE;
+	/* RFC 9112 §3.2: HTTP/1.1 requests carry exactly one Host. */
+	if (f->nhost == 0 && m->minor == 1)
+		return HTTP1_E_HOST_MISSING;
+	if (f->host != NULL) {
+		struct uri u;
+		const char *why;
+
+		if (uri_parse_host(f->host->value, f->host->value_len, &u,
+			&why) == -1)
+			return HTTP1_E_HOST_INVALID;
+		m->host = f->host->value;
+		m->host_len = f->host->value_len;
+	}
+	if (f->te != NULL)
+		m->body = HTTP1_BODY_CHUNKED;
+	else if (f->cl != NULL)
+		m->body = HTTP1_BODY_LENGTH;
+	else
+		m->body = HTTP1_BODY_NONE;
+	return HTTP1_E_NONE;
+}
+
 /*
  * The framing and semantic checks once the whole head is known. The order
  * of the checks is fixed so that a message with several faults always
@@ -304,100 +418,22 @@ parse_content_length(const char *v, size_t n, uint64_t *out)
 static enum http1_err
 check_head(struct http1_msg *m, int response, int head_request)
 {
-	const struct http1_hdr *h, *cl = NULL, *te = NULL, *host = NULL;
-	size_t i, ncl = 0, nte = 0, nhost = 0;
-	int upgrade = 0;
+	struct head_fields f;
 	enum http1_err e;
 
-	for (i = 0; i < m->nhdrs; i++) {
-		h = &m->hdrs[i];
-		if (http1_name_eq(h->name, h->name_len, "content-length")) {
-			ncl++;
-			cl = h;
-		} else if (http1_name_eq(h->name, h->name_len,
-			       "transfer-encoding")) {
-			nte++;
-			te = h;
-		} else if (http1_name_eq(h->name, h->name_len, "host")) {
-			nhost++;
-			host = h;
-		} else if (http1_name_eq(h->name, h->name_len, "upgrade")) {
-			upgrade = 1;
-		} else if (http1_name_eq(h->name, h->name_len, "connection")) {
-			if (list_has(h->value, h->value_len, "close", 5))
-				m->flags |= HTTP1_F_CLOSE;
-			if (list_has(h->value, h->value_len, "keep-alive", 10))
-				m->flags |= HTTP1_F_KEEPALIVE;
-		} else if (http1_name_eq(h->name, h->name_len, "expect")) {
-			if (list_has(h->value, h->value_len, "100-continue",
-				12))
-				m->flags |= HTTP1_F_EXPECT_100;
-		} else if (http1_name_eq(h->name, h->name_len,
-			       "proxy-connection")) {
-			m->flags |= HTTP1_F_PROXY_CONN;
-		} else if (http1_name_eq(h->name, h->name_len, "te")) {
-			m->flags |= HTTP1_F_HAS_TE_HDR;
-		}
-	}
-
-	/* DESIGN.md: an Upgrade request is a 400; we never switch. */
-	if (!response && upgrade)
-		return HTTP1_E_UPGRADE;
-	/* RFC 9112 §6.3 lets TE override CL; both at once is refused. */
-	if (ncl > 0 && nte > 0)
-		return HTTP1_E_CL_AND_TE;
-	if (ncl > 1)
-		return HTTP1_E_CL_MULTIPLE;
-	if (cl != NULL &&
-	    (e = parse_content_length(cl->value, cl->value_len,
-		 &m->content_length)) != HTTP1_E_NONE)
+	scan_fields(m, &f);
+	if ((e = check_framing(m, &f, response)) != HTTP1_E_NONE)
 		return e;
-	/*
-	 * Exactly one field whose value is "chunked": a list such as
-	 * "gzip, chunked" is legal HTTP but gains us nothing and widens the
-	 * room for disagreement. HTTP/1.0 has no Transfer-Encoding (RFC 9112
-	 * §6.1: such framing is faulty).
-	 */
-	if (nte > 1 ||
-	    (te != NULL &&
-		(te->value_len != 7 ||
-		    !http1_case_eq(te->value, "chunked", 7))))
-		return HTTP1_E_TE_NOT_CHUNKED;
-	if (te != NULL && m->minor == 0)
-		return HTTP1_E_TE_NOT_CHUNKED;
-
-	if (!response) {
-		if (nhost > 1)
-			return HTTP1_E_HOST_MULTIPLE;
-		/* RFC 9112 §3.2: HTTP/1.1 requests carry exactly one Host. */
-		if (nhost == 0 && m->minor == 1)
-			return HTTP1_E_HOST_MISSING;
-		if (host != NULL) {
-			struct uri u;
-			const char *why;
-
-			if (uri_parse_host(host->value, host->value_len, &u,
-				&why) == -1)
-				return HTTP1_E_HOST_INVALID;
-			m->host = host->value;
-			m->host_len = host->value_len;
-		}
-		if (te != NULL)
-			m->body = HTTP1_BODY_CHUNKED;
-		else if (cl != NULL)
-			m->body = HTTP1_BODY_LENGTH;
-		else
-			m->body = HTTP1_BODY_NONE;
-		return HTTP1_E_NONE;
-	}
+	if (!response)
+		return check_request(m, &f);
 
 	/* RFC 9112 §6.3 items 1 and 2 (CONNECT is the caller's concern). */
 	if (head_request || m->status < 200 || m->status == 204 ||
 	    m->status == 304)
 		m->body = HTTP1_BODY_NONE;
-	else if (te != NULL)
+	else if (f.te != NULL)
 		m->body = HTTP1_BODY_CHUNKED;
-	else if (cl != NULL)
+	else if (f.cl != NULL)
 		m->body = HTTP1_BODY_LENGTH;
 	else
 		m->body = HTTP1_BODY_EOF;

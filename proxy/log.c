@@ -31,7 +31,7 @@ log_vwrite(const char *prefix, int errnum, const char *fmt, va_list ap)
 {
 	char msg[1024];
 
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	(void)vsnprintf(msg, sizeof(msg), fmt, ap); /* cut is fine */
 	if (errnum != 0)
 		fprintf(stderr, "%s: %s%s: %s\n", log_prog, prefix, msg,
 		    strerror(errnum));

@@ -315,9 +315,8 @@ metrics_label(struct evbuffer *b, const char *v)
 			rc = evbuffer_add(b, "\\\"", 2);
 		else if (p[i] == '\n')
 			rc = evbuffer_add(b, "\\n", 2);
-		else if (p[i] < 0x20 || p[i] == 0x7f)
-			rc = evbuffer_add(b, "\xef\xbf\xbd", 3);
-		else if ((k = utf8_len(p + i, n - i)) == 0)
+		else if (p[i] < 0x20 || p[i] == 0x7f ||
+		    (k = utf8_len(p + i, n - i)) == 0)
 			rc = evbuffer_add(b, "\xef\xbf\xbd", 3);
 		else {
 			rc = evbuffer_add(b, p + i, k);

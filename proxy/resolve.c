@@ -154,7 +154,7 @@ resolve_conf_read(const char *path, struct sockaddr_storage *out, size_t max,
 		if (server_addr(tok, 53, &out[*n]) == 0)
 			(*n)++;
 	}
-	fclose(f);
+	(void)fclose(f); /* read only: nothing to lose */
 	return 0;
 }
 
@@ -366,10 +366,74 @@ rq_tcp_start(struct resolve_req *rq)
 	return rq_arm_timer(rq);
 }
 
+/* The steps below return -1 (the attempt failed), 0 (wait) or 1 (done). */
+
+/* Send what is left of the query; once all of it went, wait to read. */
+static int
+rq_tcp_write(struct resolve_req *rq)
+{
+	ssize_t n;
+
+	n = send(rq->rq_fd, rq->rq_out + rq->rq_sent,
+	    rq->rq_outlen - rq->rq_sent, MSG_NOSIGNAL);
+	if (n == -1)
+		return errno == EAGAIN || errno == EINTR ? 0 : -1;
+	rq->rq_sent += (size_t)n;
+	if (rq->rq_sent < rq->rq_outlen)
+		return 0;
+	event_free(rq->rq_ev);
+	rq->rq_ev =
+	    event_new(rs_base, rq->rq_fd, EV_READ | EV_PERSIST, rq_tcp_cb, rq);
+	if (rq->rq_ev == NULL || event_add(rq->rq_ev, NULL) == -1)
+		return -1;
+	rq->rq_state = RQ_S_TCP_READ;
+	return 0;
+}
+
+/* Read the two-byte length; then room for that many bytes is made. */
+static int
+rq_tcp_read_len(struct resolve_req *rq)
+{
+	ssize_t n;
+
+	n = recv(rq->rq_fd, rq->rq_lenbuf + rq->rq_have, 2 - rq->rq_have, 0);
+	if (n == -1)
+		return errno == EAGAIN || errno == EINTR ? 0 : -1;
+	if (n == 0)
+		return -1;
+	if ((rq->rq_have += (size_t)n) < 2)
+		return 0;
+	rq->rq_inlen = (size_t)rq->rq_lenbuf[0] << 8 | rq->rq_lenbuf[1];
+	if (rq->rq_inlen < DNSMSG_HDR_LEN ||
+	    (rq->rq_in = malloc(rq->rq_inlen)) == NULL)
+		return -1;
+	rq->rq_have = 0;
+	return 1;
+}
+
+/* Read the length-prefixed answer; done (1) once all of it is in. */
+static int
+rq_tcp_read(struct resolve_req *rq)
+{
+	ssize_t n;
+	int r;
+
+	if (rq->rq_in == NULL && (r = rq_tcp_read_len(rq)) != 1)
+		return r;
+	n = recv(rq->rq_fd, rq->rq_in + rq->rq_have, rq->rq_inlen - rq->rq_have,
+	    0);
+	if (n == -1)
+		return errno == EAGAIN || errno == EINTR ? 0 : -1;
+	if (n == 0)
+		return -1;
+	if ((rq->rq_have += (size_t)n) < rq->rq_inlen)
+		return 0;
+	return 1;
+}
+
 static int
 rq_tcp_step(struct resolve_req *rq)
 {
-	ssize_t n;
 	int err = 0;
 	socklen_t elen = sizeof(err);
 
@@ -382,47 +446,9 @@ rq_tcp_step(struct resolve_req *rq)
 		rq->rq_state = RQ_S_TCP_WRITE;
 		SL_FALLTHROUGH;
 	case RQ_S_TCP_WRITE:
-		n = send(rq->rq_fd, rq->rq_out + rq->rq_sent,
-		    rq->rq_outlen - rq->rq_sent, MSG_NOSIGNAL);
-		if (n == -1)
-			return errno == EAGAIN || errno == EINTR ? 0 : -1;
-		rq->rq_sent += (size_t)n;
-		if (rq->rq_sent < rq->rq_outlen)
-			return 0;
-		event_free(rq->rq_ev);
-		rq->rq_ev = event_new(rs_base, rq->rq_fd, EV_READ | EV_PERSIST,
-		    rq_tcp_cb, rq);
-		if (rq->rq_ev == NULL || event_add(rq->rq_ev, NULL) == -1)
-			return -1;
-		rq->rq_state = RQ_S_TCP_READ;
-		return 0;
+		return rq_tcp_write(rq);
 	case RQ_S_TCP_READ:
-		if (rq->rq_in == NULL) {
-			n = recv(rq->rq_fd, rq->rq_lenbuf + rq->rq_have,
-			    2 - rq->rq_have, 0);
-			if (n == -1)
-				return errno == EAGAIN || errno == EINTR ? 0 :
-									   -1;
-			if (n == 0)
-				return -1;
-			if ((rq->rq_have += (size_t)n) < 2)
-				return 0;
-			rq->rq_inlen =
-			    (size_t)rq->rq_lenbuf[0] << 8 | rq->rq_lenbuf[1];
-			if (rq->rq_inlen < DNSMSG_HDR_LEN ||
-			    (rq->rq_in = malloc(rq->rq_inlen)) == NULL)
-				return -1;
-			rq->rq_have = 0;
-		}
-		n = recv(rq->rq_fd, rq->rq_in + rq->rq_have,
-		    rq->rq_inlen - rq->rq_have, 0);
-		if (n == -1)
-			return errno == EAGAIN || errno == EINTR ? 0 : -1;
-		if (n == 0)
-			return -1;
-		if ((rq->rq_have += (size_t)n) < rq->rq_inlen)
-			return 0;
-		return 1;
+		return rq_tcp_read(rq);
 	default:
 		return -1;
 	}

@@ -129,7 +129,7 @@ slurp(int fd, const char *path, size_t *len, char *why, size_t whylen)
 		snprintf(why, whylen, "%s: %s", path, strerror(errno));
 		return NULL;
 	}
-	if (!S_ISREG(st.st_mode) || st.st_size > REVOKE_MAX_FILE) {
+	if (!S_ISREG(st.st_mode) || st.st_size > (off_t)REVOKE_MAX_FILE) {
 		snprintf(why, whylen,
 		    "%s: not a regular file of at most %d "
 		    "bytes",

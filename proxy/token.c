@@ -332,82 +332,122 @@ enum json_expect {
 	JX_DONE          /* the top-level object is closed */
 };
 
+/* json_check()'s cursor: where, what may come there, the open containers. */
+struct json_scan {
+	const unsigned char *p;
+	size_t len, i, depth;
+	enum json_expect st;
+	char stack[JSON_MAX_DEPTH]; /* '{' or '[' per open container */
+};
+
+/* The steps below return -1 (invalid), 0 (a value just ended) or 1. */
+
+/* At a value: open a container (1), or read a scalar whole (0). */
+static int
+json_step_value(struct json_scan *js)
+{
+	unsigned char c = js->p[js->i];
+
+	if (c == '{' || c == '[') {
+		if (js->depth == JSON_MAX_DEPTH)
+			return -1;
+		js->stack[js->depth++] = (char)c;
+		js->i++;
+		js->st = c == '{' ? JX_KEY_OR_END : JX_VALUE_OR_END;
+		return 1;
+	}
+	if (c == '"')
+		return json_string(js->p, js->len, &js->i);
+	if (c == '-' || is_digit(c))
+		return json_number(js->p, js->len, &js->i);
+	return json_literal(js->p, js->len, &js->i);
+}
+
+/* At a member name: read it, a colon must follow. */
+static int
+json_step_key(struct json_scan *js)
+{
+	if (js->p[js->i] != '"' || json_string(js->p, js->len, &js->i) == -1)
+		return -1;
+	js->st = JX_COLON;
+	return 1;
+}
+
+/* After a value inside a container: a comma (1), or its closing (0). */
+static int
+json_step_comma_or_end(struct json_scan *js)
+{
+	unsigned char c = js->p[js->i];
+	char open = js->stack[js->depth - 1];
+
+	if (c == ',') {
+		js->i++;
+		js->st = open == '{' ? JX_KEY : JX_VALUE;
+		return 1;
+	}
+	if (c != (open == '{' ? '}' : ']'))
+		return -1;
+	js->depth--;
+	js->i++;
+	return 0;
+}
+
+/* One token at js->i (no white space) against what may come there. */
+static int
+json_step(struct json_scan *js)
+{
+	unsigned char c = js->p[js->i];
+
+	switch (js->st) {
+	case JX_DONE:
+		return -1;
+	case JX_VALUE_OR_END:
+	case JX_KEY_OR_END:
+		/* The container opened just before closes: empty. */
+		if (c == (js->st == JX_VALUE_OR_END ? ']' : '}')) {
+			js->depth--;
+			js->i++;
+			return 0;
+		}
+		return js->st == JX_VALUE_OR_END ? json_step_value(js) :
+						   json_step_key(js);
+	case JX_VALUE:
+		return json_step_value(js);
+	case JX_KEY:
+		return json_step_key(js);
+	case JX_COLON:
+		if (c != ':')
+			return -1;
+		js->i++;
+		js->st = JX_VALUE;
+		return 1;
+	case JX_COMMA_OR_END:
+		return json_step_comma_or_end(js);
+	}
+	return -1;
+}
+
 static int
 json_check(const unsigned char *p, size_t len)
 {
-	char stack[JSON_MAX_DEPTH];
-	size_t depth = 0, i;
-	enum json_expect st = JX_VALUE;
-	unsigned char c;
+	struct json_scan js;
+	int r;
 
-	i = json_ws(p, len, 0);
-	if (i >= len || p[i] != '{')
+	js.p = p;
+	js.len = len;
+	js.depth = 0;
+	js.st = JX_VALUE;
+	js.i = json_ws(p, len, 0);
+	if (js.i >= len || p[js.i] != '{')
 		return -1;
-	while ((i = json_ws(p, len, i)) < len) {
-		c = p[i];
-		switch (st) {
-		case JX_DONE:
+	while ((js.i = json_ws(p, len, js.i)) < len) {
+		if ((r = json_step(&js)) == -1)
 			return -1;
-		case JX_VALUE_OR_END:
-			if (c == ']') {
-				depth--;
-				i++;
-				break;
-			}
-			SL_FALLTHROUGH;
-		case JX_VALUE:
-			if (c == '{' || c == '[') {
-				if (depth == JSON_MAX_DEPTH)
-					return -1;
-				stack[depth++] = (char)c;
-				i++;
-				st = c == '{' ? JX_KEY_OR_END : JX_VALUE_OR_END;
-				continue;
-			}
-			if (c == '"') {
-				if (json_string(p, len, &i) == -1)
-					return -1;
-			} else if (c == '-' || is_digit(c)) {
-				if (json_number(p, len, &i) == -1)
-					return -1;
-			} else if (json_literal(p, len, &i) == -1)
-				return -1;
-			break;
-		case JX_KEY_OR_END:
-			if (c == '}') {
-				depth--;
-				i++;
-				break;
-			}
-			SL_FALLTHROUGH;
-		case JX_KEY:
-			if (c != '"' || json_string(p, len, &i) == -1)
-				return -1;
-			st = JX_COLON;
-			continue;
-		case JX_COLON:
-			if (c != ':')
-				return -1;
-			i++;
-			st = JX_VALUE;
-			continue;
-		case JX_COMMA_OR_END:
-			if (c == ',') {
-				i++;
-				st =
-				    stack[depth - 1] == '{' ? JX_KEY : JX_VALUE;
-				continue;
-			}
-			if (c != (stack[depth - 1] == '{' ? '}' : ']'))
-				return -1;
-			depth--;
-			i++;
-			break;
-		}
 		/* A value (or a container) just ended. */
-		st = depth == 0 ? JX_DONE : JX_COMMA_OR_END;
+		if (r == 0)
+			js.st = js.depth == 0 ? JX_DONE : JX_COMMA_OR_END;
 	}
-	return st == JX_DONE ? 0 : -1;
+	return js.st == JX_DONE ? 0 : -1;
 }
 
 static int

@@ -1180,6 +1180,59 @@ test_verify_good(void **state)
 	free(l.buf);
 }
 
+/*
+ * verify --head reads audit.head by the daemon's rule: "SEQ HEX\n" with
+ * one space, 64 lower-case hex digits and nothing after the newline.
+ */
+static void
+test_verify_head_strict(void **state)
+{
+	struct fixture *fx = *state;
+	struct lines l;
+	const char *files[1] = { fx->path };
+	char head[256], good[128], alt[160], *err, *sp;
+	int i, n;
+	FILE *f;
+
+	make_log(fx, 3, &l);
+	snprintf(head, sizeof(head), "%s/audit.head", fx->state);
+	f = fopen(head, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(good, sizeof(good), f));
+	fclose(f);
+	assert_int_equal(run_verify(files, 1, head, NULL), 0);
+	sp = strchr(good, ' ');
+	assert_non_null(sp);
+	n = (int)(sp - good);
+	for (i = 0; i < 5; i++) {
+		switch (i) {
+		case 0: /* a leading space */
+			snprintf(alt, sizeof(alt), " %s", good);
+			break;
+		case 1: /* a sign */
+			snprintf(alt, sizeof(alt), "+%s", good);
+			break;
+		case 2: /* more after the newline */
+			snprintf(alt, sizeof(alt), "%s\n", good);
+			break;
+		case 3: /* no newline */
+			snprintf(alt, sizeof(alt), "%.*s",
+			    (int)strlen(good) - 1, good);
+			break;
+		default: /* two spaces */
+			snprintf(alt, sizeof(alt), "%.*s %s", n, good, sp);
+			break;
+		}
+		write_file(head, alt, strlen(alt));
+		err = NULL;
+		assert_int_equal(run_verify(files, 1, head, &err), 1);
+		if (strstr(err, "not an audit.head file") == NULL)
+			fail_msg("head \"%s\": got %s", alt, err);
+		free(err);
+	}
+	free(l.buf);
+}
+
 /* Editing any one byte of any line is reported at that line. */
 static void
 test_verify_each_byte(void **state)
@@ -1350,6 +1403,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_interval_timer, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_policy_event, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_verify_head_strict, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_verify_good, setup,
 		    teardown),
