@@ -259,7 +259,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static char val[MAX_IN + 1], kval[MAX_IN + 2];
-	char key[16];
+	char key[32];
 	const char *end = NULL;
 	cJSON *root;
 	struct stat st;
