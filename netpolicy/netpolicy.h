@@ -350,6 +350,13 @@ int np_nflog_fd(const struct np_nflog *nf);
  */
 int np_nflog_read(struct np_nflog *nf, np_drop_cb cb, void *arg, uint64_t *lost,
     char *why, size_t whylen);
+/*
+ * Parse one datagram as read from the NFLOG socket (len bytes of netlink
+ * messages) and call cb once per well-formed packet message. Pure: what
+ * np_nflog_read() does with each datagram. Returns the number of packets
+ * reported.
+ */
+int np_nflog_parse(const void *buf, size_t len, np_drop_cb cb, void *arg);
 /* Unbind and close; NULL is a no-op. */
 void np_nflog_close(struct np_nflog *nf);
 /*

@@ -326,13 +326,43 @@ packet_cb(const struct nlmsghdr *nlh, void *data)
 	return MNL_CB_OK;
 }
 
+/*
+ * The bytes of the whole messages at the start of buf. libmnl's
+ * mnl_nlmsg_ok() compares nlmsg_len as an int, so a header claiming 2 GiB
+ * or more passes and the walk leaves the buffer. The kernel sends no such
+ * header; stop before one anyway.
+ */
+static size_t
+whole_msgs(const unsigned char *buf, size_t len)
+{
+	size_t off = 0;
+	uint32_t ml;
+
+	while (len - off >= sizeof(struct nlmsghdr)) {
+		memcpy(&ml, buf + off, sizeof(ml));
+		if (ml < sizeof(struct nlmsghdr) || ml > len - off)
+			break;
+		off +=
+		    NLMSG_ALIGN(ml) < len - off ? NLMSG_ALIGN(ml) : len - off;
+	}
+	return off;
+}
+
+int
+np_nflog_parse(const void *buf, size_t len, np_drop_cb cb, void *arg)
+{
+	struct read_ctx rc = { cb, arg, 0 };
+
+	(void)mnl_cb_run(buf, whole_msgs(buf, len), 0, 0, packet_cb, &rc);
+	return rc.n;
+}
+
 int
 np_nflog_read(struct np_nflog *nf, np_drop_cb cb, void *arg, uint64_t *lost,
     char *why, size_t whylen)
 {
-	struct read_ctx rc = { cb, arg, 0 };
 	ssize_t n;
-	int i;
+	int i, count = 0;
 
 	for (i = 0; i < NP_NFLOG_MAXREADS; i++) {
 		n = np_nl_recv(mnl_socket_get_fd(nf->nf_nl), nf->nf_buf,
@@ -354,9 +384,9 @@ np_nflog_read(struct np_nflog *nf, np_drop_cb cb, void *arg, uint64_t *lost,
 			    strerror(errno));
 			return -1;
 		}
-		(void)mnl_cb_run(nf->nf_buf, (size_t)n, 0, 0, packet_cb, &rc);
+		count += np_nflog_parse(nf->nf_buf, (size_t)n, cb, arg);
 	}
-	return rc.n;
+	return count;
 }
 
 const char *

@@ -56,10 +56,15 @@ cf_err(struct cfctx *cx, const char *jp, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
+	size_t i;
 
 	va_start(ap, fmt);
 	(void)vsnprintf(msg, sizeof(msg), fmt, ap); /* cut is fine */
 	va_end(ap);
+	/* Names from the policy may hold controls: the error stays one line. */
+	for (i = 0; msg[i] != '\0'; i++)
+		if ((unsigned char)msg[i] < 0x20 || msg[i] == 0x7f)
+			msg[i] = '?';
 	if (jp != NULL && jp[0] != '\0')
 		snprintf(cx->why, cx->whylen, "%s: %s: %s", cx->file, jp, msg);
 	else
