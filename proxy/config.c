@@ -1595,6 +1595,34 @@ line_col(const char *buf, size_t off, unsigned *line, unsigned *col)
 	}
 }
 
+/*
+ * Offset of the first "\u0000" escape inside a JSON string, or len. cJSON
+ * turns it into a NUL that ends the C string: "a\u0000b" would load as
+ * "a" (a host or path quietly shortened), so such a policy is refused.
+ */
+static size_t
+nul_escape_at(const unsigned char *p, size_t len)
+{
+	size_t i;
+	int in_str = 0;
+
+	for (i = 0; i < len; i++) {
+		if (!in_str) {
+			in_str = p[i] == '"';
+			continue;
+		}
+		if (p[i] == '"')
+			in_str = 0;
+		else if (p[i] == '\\' && i + 1 < len) {
+			if (p[i + 1] == 'u' && i + 5 < len &&
+			    memcmp(p + i + 2, "0000", 4) == 0)
+				return i;
+			i++; /* the escaped character */
+		}
+	}
+	return len;
+}
+
 struct config *
 config_load(const char *path, const struct config *prev, char *why,
     size_t whylen)
@@ -1607,6 +1635,7 @@ config_load(const char *path, const struct config *prev, char *why,
 	size_t len;
 	cJSON *root;
 	const char *end = NULL;
+	size_t nul;
 	int fd;
 
 	config_allocs = 0;
@@ -1622,6 +1651,17 @@ config_load(const char *path, const struct config *prev, char *why,
 	if (memchr(buf, '\0', len) != NULL) {
 		snprintf(why, whylen, "%s: NUL byte at offset %zu", path,
 		    (size_t)((unsigned char *)memchr(buf, '\0', len) - buf));
+		free(buf);
+		return NULL;
+	}
+	if ((nul = nul_escape_at(buf, len)) != len) {
+		unsigned line, col;
+
+		line_col((const char *)buf, nul, &line, &col);
+		snprintf(why, whylen,
+		    "%s: \\u0000 in a string at line %u column %u (a NUL would "
+		    "silently cut it short)",
+		    path, line, col);
 		free(buf);
 		return NULL;
 	}

@@ -1353,6 +1353,14 @@ test_syntax(void **state)
 		{ "NUL byte", "{\"a\"\0: 1}", 9, "NUL byte at offset 4", 0, 0 },
 		{ "NUL byte at the start", "\0{}", 3, "NUL byte at offset 0", 0,
 		    0 },
+		{ "escaped NUL", "{\"user\": \"a\\u0000b\"}", 0,
+		    "\\u0000 in a string at line 1 column 12 (a NUL would "
+		    "silently cut it short)",
+		    0, 0 },
+		{ "escaped NUL on line 2", "{\"user\":\n \"\\u0000\"}", 0,
+		    "\\u0000 in a string at line 2 column 3 (a NUL would "
+		    "silently cut it short)",
+		    0, 0 },
 	};
 	size_t i, nbad = 0;
 
@@ -1388,6 +1396,21 @@ test_syntax(void **state)
 	}
 	if (nbad != 0)
 		fail_msg("%zu syntax rows failed", nbad);
+}
+
+/* An escaped backslash before "u0000" is no NUL: the string is read
+ * whole (and then refused as no such user). */
+static void
+test_escaped_backslash_is_no_nul(void **state)
+{
+	static const char text[] = "{\"user\": \"x\\\\u0000\"}";
+	char why[1024];
+
+	(void)state;
+	put("policy.json", text, strlen(text), 0644);
+	assert_null(config_load(polpath, NULL, why, sizeof(why)));
+	assert_null(strstr(why, "u0000 in a string"));
+	assert_non_null(strstr(why, "no such user \"x\\u0000\""));
 }
 
 static void
@@ -1921,6 +1944,7 @@ main(void)
 		cmocka_unit_test(test_near_misses_load),
 		cmocka_unit_test(test_ranges),
 		cmocka_unit_test(test_syntax),
+		cmocka_unit_test(test_escaped_backslash_is_no_nul),
 		cmocka_unit_test(test_missing_policy_file),
 		cmocka_unit_test(test_read_secret),
 		cmocka_unit_test(test_secret_owner),
