@@ -186,6 +186,11 @@ struct np_ruleset {
  */
 struct np_ruleset *
 np_ruleset_build(const struct np_input *in, char *why, size_t whylen);
+/*
+ * Non-zero when ip (an IP literal) is a loopback address (127.0.0.0/8,
+ * ::1), by the same test the sidecar rules use for resolvers.
+ */
+int np_ip_is_loopback(const char *ip);
 /* Free a ruleset and everything it owns; NULL is a no-op. */
 void np_ruleset_free(struct np_ruleset *rs);
 /* An empty ruleset for table (used by np_dump); NULL on ENOMEM. */

@@ -767,6 +767,14 @@ np_is_lo_addr(const struct sockaddr_storage *ss)
 	return IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr);
 }
 
+int
+np_ip_is_loopback(const char *ip)
+{
+	struct sockaddr_storage ss;
+
+	return np_parse_ip(ip, &ss) == 0 && np_is_lo_addr(&ss);
+}
+
 /* 127.0.0.1 or ::1: the source every local client uses anyway. */
 static int
 np_is_lo_default(const struct sockaddr_storage *ss)

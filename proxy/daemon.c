@@ -143,7 +143,7 @@ warn_unprivileged_ports(const struct config *cf)
 	for (i = 0; start <= 53 && i < cf->cf_np.np_nresolvers; i++) {
 		const char *r = cf->cf_np.np_resolvers[i];
 
-		if (strncmp(r, "127.", 4) == 0 || strcmp(r, "::1") == 0)
+		if (np_ip_is_loopback(r))
 			fprintf(stderr,
 			    "sluice: warning: netpolicy.resolvers[%zu] %s is a "
 			    "loopback address and "

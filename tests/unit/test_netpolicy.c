@@ -560,6 +560,21 @@ test_sidecar_loopback_resolvers(void **state)
 	np_ruleset_free(rs);
 }
 
+/* The daemon's warning and the rules agree on what a loopback resolver is. */
+static void
+test_ip_is_loopback(void **state)
+{
+	(void)state;
+	assert_true(np_ip_is_loopback("127.0.0.11"));
+	assert_true(np_ip_is_loopback("127.0.0.1"));
+	assert_true(np_ip_is_loopback("::1"));
+	assert_true(np_ip_is_loopback("0:0:0:0:0:0:0:1"));
+	assert_false(np_ip_is_loopback("198.18.0.53"));
+	assert_false(np_ip_is_loopback("::2"));
+	assert_false(np_ip_is_loopback("::ffff:127.0.0.1"));
+	assert_false(np_ip_is_loopback("127.example"));
+}
+
 static void
 test_drop_counters(void **state)
 {
@@ -650,6 +665,7 @@ main(void)
 		cmocka_unit_test(test_elem_addr_port),
 		cmocka_unit_test(test_rule_text),
 		cmocka_unit_test(test_sidecar_loopback_resolvers),
+		cmocka_unit_test(test_ip_is_loopback),
 		cmocka_unit_test(test_drop_counters),
 		cmocka_unit_test(test_rule_text_ct_fib),
 	};
