@@ -113,7 +113,7 @@ b_miss(void *arg, int i)
 	struct token_claims cl;
 
 	c->sink += (int)token_cache_verify(c->cache, (uint64_t)i + 1000000,
-	    c->keys, 2, c->tok, strlen(c->tok), NOW, 30, &cl);
+	    c->keys, 2, c->tok, strlen(c->tok), NOW, 30, &cl, NULL);
 }
 
 /* The per-request path with the token already in the cache. */
@@ -132,11 +132,13 @@ b_cached(void *arg, int i)
 	    &len);
 	if (r == REASON_OK)
 		r = token_cache_verify(c->cache, 1, c->keys, 2, tok, len, NOW,
-		    30, &cl);
+		    30, &cl, NULL);
 	if (r == REASON_OK)
 		r = token_check_claims(&cl, &c->cf.cf_tokens.tc_rules,
 		    "model-proxy", NOW);
-	if (r == REASON_OK && revocations_has(c->rev, &c->cf, cl.jti))
+	if (r == REASON_OK &&
+	    revocations_has(c->rev, c->cf.cf_revoked, c->cf.cf_nrevoked,
+		cl.jti))
 		r = REASON_TOKEN_REVOKED;
 	c->sink += (int)r;
 }

@@ -25,7 +25,7 @@
 #include <cjson/cJSON.h>
 
 #include "proxy/proxy.h"
-#include "proxy/utf8.h"
+#include "proxy/util/utf8.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/http1.h"
+#include "proxy/http/http1.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/dnsmsg.h"
+#include "proxy/dns/dnsmsg.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/http1.h"
+#include "proxy/http/http1.h"
 
 #define FZ_MAXH         16    /* header array length */
 #define FZ_BYTEWISE_MAX 16384 /* longest input fed byte by byte */

@@ -22,7 +22,7 @@
 
 #include <openssl/evp.h>
 
-#include "proxy/token.h"
+#include "proxy/token/token.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -337,8 +337,8 @@ test_socket(void **state)
 	free(r);
 
 	/* The revocation is in force and persisted. */
-	assert_true(revocations_has(df.df_revs, NULL, "run-42-jti"));
-	assert_false(revocations_has(df.df_revs, NULL, "#fail-me"));
+	assert_true(revocations_has(df.df_revs, NULL, 0, "run-42-jti"));
+	assert_false(revocations_has(df.df_revs, NULL, 0, "#fail-me"));
 	revocations_close(df.df_revs);
 	/* It left exactly one token.revoke line. */
 	audit_close(df.df_audit);

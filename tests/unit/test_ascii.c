@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "proxy/ascii.h"
+#include "proxy/util/ascii.h"
 
 /* RFC 9110 §5.6.2, spelled out. */
 static const char tchars[] = "!#$%&'*+-.^_`|~"

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "proxy/dnsmsg.h"
+#include "proxy/dns/dnsmsg.h"
 #include "tests/unit/guard.h"
 
 #define QNAME "api.example.com"

@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "proxy/http1.h"
+#include "proxy/http/http1.h"
 #include "tests/unit/guard.h"
 
 #define MAXH      16   /* default header array */

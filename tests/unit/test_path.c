@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "proxy/http1.h"
+#include "proxy/http/http1.h"
 #include "tests/unit/guard.h"
 
 static int

@@ -3,7 +3,7 @@
  * "Requests and routing", "Run tokens"; docs/config.md "How a forward-proxy
  * request selects a route"): a table of requests through policy_decide()
  * with at least one row per reason code it can return, the budget limit,
- * the denied-destination list of policy_addr_private() at the first and
+ * the denied-destination list of addr_private() at the first and
  * last address of every range, and policy_check_addr() with its loop
  * guard. The policy is loaded through config_load() from a file written
  * into a temporary directory that is removed at the end.
@@ -916,7 +916,7 @@ test_addr_private(void **state)
 		int got;
 
 		sa_from(rows_[i].ip, 443, &ss);
-		got = policy_addr_private((struct sockaddr *)&ss) != 0;
+		got = addr_private((struct sockaddr *)&ss) != 0;
 		if (got != rows_[i].want) {
 			print_error("%s: want %s, got %s\n", rows_[i].ip,
 			    rows_[i].want ? "private" : "public",
@@ -927,7 +927,7 @@ test_addr_private(void **state)
 	/* Anything that is not IPv4 or IPv6 is not a destination. */
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
-	if (!policy_addr_private((struct sockaddr *)&sun)) {
+	if (!addr_private((struct sockaddr *)&sun)) {
 		print_error("AF_UNIX: want private\n");
 		nbad++;
 	}

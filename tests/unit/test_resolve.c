@@ -23,7 +23,7 @@
 #include <cmocka.h>
 #include <event2/event.h>
 
-#include "proxy/dnsmsg.h"
+#include "proxy/dns/dnsmsg.h"
 #include "proxy/proxy.h"
 
 enum script {

@@ -180,14 +180,14 @@ test_admin_persists(void **state)
 	assert_non_null(r);
 	assert_int_equal(stat(d->admin, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
-	assert_false(revocations_has(r, NULL, "jti-1"));
+	assert_false(revocations_has(r, NULL, 0, "jti-1"));
 	assert_int_equal(revocations_add(r, "jti-1", why, sizeof(why)), 0);
 	assert_int_equal(revocations_add(r, "jti 2", why, sizeof(why)), 0);
 	/* Already revoked: no second line. */
 	assert_int_equal(revocations_add(r, "jti-1", why, sizeof(why)), 0);
-	assert_true(revocations_has(r, NULL, "jti-1"));
-	assert_true(revocations_has(r, NULL, "jti 2"));
-	assert_false(revocations_has(r, NULL, "jti-3"));
+	assert_true(revocations_has(r, NULL, 0, "jti-1"));
+	assert_true(revocations_has(r, NULL, 0, "jti 2"));
+	assert_false(revocations_has(r, NULL, 0, "jti-3"));
 	/* jtis the line format cannot carry are refused. */
 	assert_int_equal(revocations_add(r, "", why, sizeof(why)), -1);
 	assert_int_equal(revocations_add(r, "#x", why, sizeof(why)), -1);
@@ -206,9 +206,9 @@ test_admin_persists(void **state)
 
 	r = revocations_open(d->path, why, sizeof(why));
 	assert_non_null(r);
-	assert_true(revocations_has(r, NULL, "jti-1"));
-	assert_true(revocations_has(r, NULL, "jti 2"));
-	assert_false(revocations_has(r, NULL, "jti-"));
+	assert_true(revocations_has(r, NULL, 0, "jti-1"));
+	assert_true(revocations_has(r, NULL, 0, "jti 2"));
+	assert_false(revocations_has(r, NULL, 0, "jti-"));
 	revocations_close(r);
 }
 
@@ -232,9 +232,9 @@ test_admin_many(void **state)
 	assert_non_null(r);
 	for (i = 0; i < 300; i++) {
 		snprintf(jti, sizeof(jti), "j%d", i);
-		assert_true(revocations_has(r, NULL, jti));
+		assert_true(revocations_has(r, NULL, 0, jti));
 	}
-	assert_false(revocations_has(r, NULL, "j300"));
+	assert_false(revocations_has(r, NULL, 0, "j300"));
 	revocations_close(r);
 }
 
@@ -251,7 +251,7 @@ test_admin_torn_line(void **state)
 	write_file(d->admin, "abc\ndef", 7, 0600);
 	r = revocations_open(d->path, why, sizeof(why));
 	assert_non_null(r);
-	assert_true(revocations_has(r, NULL, "def"));
+	assert_true(revocations_has(r, NULL, 0, "def"));
 	assert_int_equal(revocations_add(r, "ghi", why, sizeof(why)), 0);
 	revocations_close(r);
 	fd = open(d->admin, O_RDONLY);
@@ -297,17 +297,20 @@ test_has_both_sources(void **state)
 	r = revocations_open(d->path, why, sizeof(why));
 	assert_non_null(r);
 	assert_int_equal(revocations_add(r, "admin-1", why, sizeof(why)), 0);
-	assert_true(revocations_has(r, &cf, "f-a"));
-	assert_true(revocations_has(r, &cf, "f-b"));
-	assert_true(revocations_has(r, &cf, "f-c"));
-	assert_true(revocations_has(r, &cf, "admin-1"));
-	assert_false(revocations_has(r, &cf, "f-d"));
-	assert_false(revocations_has(r, &cf, "f-"));
-	assert_true(revocations_has(NULL, &cf, "f-b"));
-	assert_false(revocations_has(NULL, &cf, "admin-1"));
-	assert_true(revocations_has(r, NULL, "admin-1"));
-	assert_false(revocations_has(NULL, NULL, "f-a"));
-	assert_false(revocations_has(r, &cf, NULL));
+	assert_true(revocations_has(r, cf.cf_revoked, cf.cf_nrevoked, "f-a"));
+	assert_true(revocations_has(r, cf.cf_revoked, cf.cf_nrevoked, "f-b"));
+	assert_true(revocations_has(r, cf.cf_revoked, cf.cf_nrevoked, "f-c"));
+	assert_true(
+	    revocations_has(r, cf.cf_revoked, cf.cf_nrevoked, "admin-1"));
+	assert_false(revocations_has(r, cf.cf_revoked, cf.cf_nrevoked, "f-d"));
+	assert_false(revocations_has(r, cf.cf_revoked, cf.cf_nrevoked, "f-"));
+	assert_true(
+	    revocations_has(NULL, cf.cf_revoked, cf.cf_nrevoked, "f-b"));
+	assert_false(
+	    revocations_has(NULL, cf.cf_revoked, cf.cf_nrevoked, "admin-1"));
+	assert_true(revocations_has(r, NULL, 0, "admin-1"));
+	assert_false(revocations_has(NULL, NULL, 0, "f-a"));
+	assert_false(revocations_has(r, cf.cf_revoked, cf.cf_nrevoked, NULL));
 	revocations_close(r);
 }
 

@@ -16,7 +16,7 @@
 #include <cmocka.h>
 #include <openssl/evp.h>
 
-#include "proxy/token.h"
+#include "proxy/token/token.h"
 
 #define NOW 1700000000LL
 #define AUD "model-proxy"

@@ -19,7 +19,7 @@
 #include <cmocka.h>
 #include <openssl/evp.h>
 
-#include "proxy/token.h"
+#include "proxy/token/token.h"
 
 #define MAX_KEYS 16
 

@@ -54,7 +54,8 @@ static enum reason
 cverify(struct token_cache *tc, uint64_t gen, const struct token_key *k,
     const char *tok, int64_t now, struct token_claims *c)
 {
-	return token_cache_verify(tc, gen, k, 1, tok, strlen(tok), now, 30, c);
+	return token_cache_verify(tc, gen, k, 1, tok, strlen(tok), now, 30, c,
+	    NULL);
 }
 
 static void
@@ -108,7 +109,8 @@ test_failures_not_cached(void **state)
 	expect_stats(tc, 0, 2);
 	assert_int_equal(cverify(tc, 1, &key, "x.y.z", NOW, &c),
 	    REASON_TOKEN_MALFORMED);
-	assert_int_equal(token_cache_verify(tc, 1, &key, 1, "", 0, NOW, 30, &c),
+	assert_int_equal(token_cache_verify(tc, 1, &key, 1, "", 0, NOW, 30, &c,
+			     NULL),
 	    REASON_TOKEN_MALFORMED);
 	expect_stats(tc, 0, 4);
 	token_cache_free(tc);

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "proxy/utf8.h"
+#include "proxy/util/utf8.h"
 #include "tests/unit/guard.h"
 
 static int

@@ -20,7 +20,7 @@
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
 
-#include "proxy/token.h"
+#include "proxy/token/token.h"
 
 #define NOW 1700000000LL
 

@@ -1,0 +1,194 @@
+/*
+ * config: the policy file, loaded into an immutable, reference-counted
+ * snapshot.
+ */
+#ifndef SLUICE_CONFIG_H
+#define SLUICE_CONFIG_H
+
+#include <sys/types.h>
+#include <sys/socket.h>
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "proxy/token/token.h"
+
+/*
+ * config.c: the policy file (DESIGN.md "Policy file"). A loaded policy is
+ * an immutable, refcounted snapshot: requests keep the snapshot they
+ * started with, and SIGHUP swaps the daemon's pointer.
+ */
+enum listener_type {
+	LISTENER_FORWARD = 1, /* absolute-form and CONNECT */
+	LISTENER_REVERSE      /* origin-form, bound to one route */
+};
+
+struct listener_conf {
+	char lc_name[64];
+	enum listener_type lc_type;
+	char lc_listen[128]; /* as written in the policy */
+	struct sockaddr_storage lc_addr;
+	socklen_t lc_addrlen;
+	char lc_route[TOKEN_MAX_STR + 1]; /* reverse: the route's audience */
+	size_t lc_route_idx;              /* reverse: index into cf_routes */
+};
+
+/* A header sluice adds to every forwarded request; the value is secret. */
+struct upstream_header {
+	char *uh_name;
+	char *uh_file;
+	unsigned char *uh_value; /* wiped on free */
+	size_t uh_value_len;
+};
+
+struct upstream_conf {
+	char *uc_url;
+	int uc_https;  /* scheme is https */
+	char *uc_host; /* lower case; IPv6 without brackets */
+	int uc_host_is_ip;
+	uint16_t uc_port;
+	char *uc_authority;           /* Host value sent upstream */
+	char *uc_path;                /* URL path without trailing '/' */
+	char *uc_ca_file;             /* NULL: the system store */
+	unsigned char (*uc_pins)[32]; /* SPKI SHA-256 pins */
+	size_t uc_npins;
+	int uc_allow_private;
+	int uc_allow_plaintext;
+	struct upstream_header *uc_headers;
+	size_t uc_nheaders;
+	struct ssl_ctx_st *uc_ssl_ctx; /* https: verification context */
+};
+
+struct route {
+	char *rt_audience;
+	char **rt_hosts;
+	size_t rt_nhosts;
+	char **rt_methods;
+	size_t rt_nmethods;
+	char **rt_prefixes;
+	size_t rt_nprefixes;
+	uint64_t rt_max_requests; /* per token; 0: no route limit */
+	int rt_connect;           /* CONNECT allowed */
+	int rt_intercept;         /* terminate TLS inside CONNECT */
+	struct upstream_conf rt_up;
+};
+
+struct limits {
+	uint64_t max_header_bytes;
+	uint64_t max_headers;
+	uint64_t max_body_bytes;
+	uint64_t max_connections;
+	uint64_t header_timeout_ms;
+	uint64_t idle_timeout_ms;
+	uint64_t connect_timeout_ms;
+	uint64_t upstream_response_timeout_ms;
+	uint64_t drain_timeout_ms;
+	uint64_t per_client_connections;    /* open connections per address */
+	uint64_t per_client_refusals_per_s; /* then 429 rate_limited; 0: off */
+};
+
+enum audit_fsync {
+	AUDIT_FSYNC_INTERVAL = 0, /* at most once a second */
+	AUDIT_FSYNC_ALWAYS,       /* before each response/forward */
+	AUDIT_FSYNC_NEVER
+};
+
+struct audit_conf {
+	char *ac_path;
+	enum audit_fsync ac_fsync;
+	int ac_chain;
+	int ac_on_error_allow; /* on_error: "allow" */
+};
+
+enum netpolicy_mode { NETPOLICY_OFF = 0, NETPOLICY_SIDECAR, NETPOLICY_GATEWAY };
+
+struct netpolicy_conf {
+	enum netpolicy_mode np_mode;
+	char np_table[64];
+	int np_allow_loopback;
+	char **np_resolvers; /* IP literals */
+	size_t np_nresolvers;
+	uint16_t np_log_group;
+	char **np_ifaces; /* sandbox_interfaces patterns */
+	size_t np_nifaces;
+	int np_flush_on_exit;
+};
+
+struct tokens_conf {
+	char *tc_issuer; /* NULL: not checked */
+	int64_t tc_leeway_s;
+	int64_t tc_max_ttl_s;
+	struct token_key *tc_keys;
+	size_t tc_nkeys;
+	char **tc_key_files; /* per key, for "check" output */
+	int *tc_key_unlink;  /* per key: unlink_after_read */
+	int *tc_key_fresh;   /* per key: read from its file by this load */
+	char *tc_revoked_file;
+	struct token_rules tc_rules; /* views of the fields above */
+};
+
+struct config {
+	int cf_refs;
+	uint64_t cf_gen; /* bumps at every successful load */
+	char *cf_path;
+	unsigned char cf_sha256[32]; /* of the policy file's bytes */
+	char *cf_user;               /* NULL: do not change user */
+	uid_t cf_uid;
+	gid_t cf_gid;
+	struct listener_conf *cf_listeners;
+	size_t cf_nlisteners;
+	struct tokens_conf cf_tokens;
+	struct route *cf_routes;
+	size_t cf_nroutes;
+	struct limits cf_limits;
+	struct audit_conf cf_audit;
+	struct netpolicy_conf cf_np;
+	char *cf_admin_socket;   /* NULL: none */
+	char *cf_metrics_listen; /* NULL: none */
+	char *cf_state_dir;
+	char *cf_ready_file; /* NULL: none */
+	char **cf_revoked;   /* jtis from revoked_file, sorted */
+	size_t cf_nrevoked;
+};
+
+/*
+ * Load and validate the policy at path. prev (may be NULL) is the running
+ * policy: keys with unlink_after_read whose file is gone are taken from it.
+ * Returns a policy with one reference, or NULL with why set to
+ * "path: json.path: reason" (one line, no secret); running out of memory
+ * is such a refusal, never fatal (a reload must survive it). Nothing is
+ * unlinked here (config_unlink_keys()).
+ */
+struct config *config_load(const char *path, const struct config *prev,
+    char *why, size_t whylen);
+/*
+ * Tests only: when non-zero, the n-th allocation of each config_load()
+ * fails (as if out of memory), to reach every refusal path.
+ */
+extern unsigned long config_alloc_fail_at;
+/*
+ * Remove the files of the unlink_after_read keys this load read (only
+ * "sluice run", once the whole policy is loaded and in force). Returns
+ * 0, or -1 with why naming the first file that could not be removed
+ * (the others are still tried).
+ */
+int config_unlink_keys(struct config *, char *why, size_t whylen);
+struct config *config_ref(struct config *);
+/* Drop a reference; the last one wipes secrets and frees everything. */
+void config_unref(struct config *);
+/* Print the normalized policy as JSON (secrets shown as file names). */
+void config_print(const struct config *, FILE *);
+/* Find a route by audience, or NULL. */
+const struct route *config_route(const struct config *, const char *aud);
+/*
+ * Read a file that holds a secret: it must be a regular file owned by root,
+ * by owner or by the caller (any owner with CONFIG_ANY_OWNER: a file the
+ * caller could open) and have no group/other permission bits. The bytes
+ * less one trailing newline go to *out (malloc'd; the caller wipes and
+ * frees).
+ */
+#define CONFIG_ANY_OWNER ((uid_t)-1)
+int config_read_secret(const char *path, uid_t owner, unsigned char **out,
+    size_t *outlen, char *why, size_t whylen);
+
+#endif

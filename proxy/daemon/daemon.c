@@ -1,0 +1,852 @@
+/*
+ * The daemon: "sluice run" and "sluice check". Start-up in the order of
+ * DESIGN.md (load and validate, keys, netpolicy, listeners, audit, drop
+ * privileges, ready), each step fail-closed; then signals (reload, drain,
+ * audit reopen). The shared state is one struct proxy_env, owned here and
+ * handed to the listeners, connections, netguard and the admin socket:
+ * nothing outside this file (and main.c) calls into it.
+ */
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+
+#include <linux/capability.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <openssl/evp.h>
+
+#include "netpolicy/netpolicy.h"
+#include "proxy/config/config.h"
+#include "proxy/daemon/daemon.h"
+#include "proxy/dns/resolve.h"
+#include "proxy/ops/ops.h"
+#include "proxy/relay/relay.h"
+#include "proxy/token/store.h"
+#include "proxy/util/util.h"
+
+#define DAEMON_TOKEN_CACHE 4096 /* verified tokens kept */
+
+static struct proxy_env d_env; /* base, current policy, audit, state */
+static char *d_path;
+static struct event *d_drain_ev;
+static struct event *d_prune_ev;
+static time_t d_started;
+static uint64_t d_reloads, d_reload_failures;
+
+/* Append "key value" status lines (admin "status"). */
+static void
+daemon_status(void *arg, struct evbuffer *out)
+{
+	const struct proxy_env *env = arg;
+	const struct config *cf = env->pe_cf;
+	char hex[65];
+	size_t i;
+	uint64_t hits = 0, misses = 0;
+
+	for (i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", cf->cf_sha256[i]);
+	if (env->pe_cache != NULL)
+		token_cache_stats(env->pe_cache, &hits, &misses);
+	evbuffer_add_printf(out,
+	    "version %s\n"
+	    "uptime_s %lld\n"
+	    "policy_sha256 %s\n"
+	    "policy_generation %llu\n"
+	    "listeners %zu\n"
+	    "routes %zu\n"
+	    "connections %zu\n"
+	    "draining %d\n"
+	    "audit_failed %d\n"
+	    "reloads %llu\n"
+	    "reload_failures %llu\n"
+	    "token_cache_hits %llu\n"
+	    "token_cache_misses %llu\n",
+	    SLUICE_VERSION, (long long)(time(NULL) - d_started), hex,
+	    (unsigned long long)cf->cf_gen, cf->cf_nlisteners, cf->cf_nroutes,
+	    conn_count(), env->pe_draining,
+	    env->pe_audit != NULL && audit_failed(env->pe_audit),
+	    (unsigned long long)d_reloads,
+	    (unsigned long long)d_reload_failures, (unsigned long long)hits,
+	    (unsigned long long)misses);
+}
+
+#define UNPRIV_PORT_START "/proc/sys/net/ipv4/ip_unprivileged_port_start"
+
+/*
+ * Sidecar mode: the sandbox shares our namespace, so a listener on a port
+ * any uid may bind can be taken over while sluice is down (after a crash)
+ * and receive what clients send there. Warn, one line per listener, with
+ * the namespace's own boundary (this process's network namespace: for
+ * "run --netns", the target one).
+ */
+void
+warn_unprivileged_ports(const struct config *cf)
+{
+	char buf[32], *end;
+	unsigned long start = 1024; /* fixed before the sysctl existed */
+	size_t i;
+	ssize_t n;
+	int fd;
+
+	if (cf->cf_np.np_mode != NETPOLICY_SIDECAR)
+		return;
+	if ((fd = open(UNPRIV_PORT_START, O_RDONLY | O_CLOEXEC)) != -1) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n > 0) {
+			buf[n] = '\0';
+			errno = 0;
+			start = strtoul(buf, &end, 10);
+			if (errno != 0 || end == buf)
+				start = 1024;
+		}
+	} else if (errno != ENOENT)
+		fprintf(stderr, "sluice: warning: %s: %s (taking 1024)\n",
+		    UNPRIV_PORT_START, strerror(errno));
+	for (i = 0; i < cf->cf_nlisteners; i++) {
+		const struct listener_conf *lc = &cf->cf_listeners[i];
+		const struct sockaddr_storage *ss = &lc->lc_addr;
+		unsigned port;
+
+		if (ss->ss_family == AF_INET)
+			port =
+			    ntohs(((const struct sockaddr_in *)ss)->sin_port);
+		else if (ss->ss_family == AF_INET6)
+			port =
+			    ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+		else
+			continue;
+		if (port < start)
+			continue;
+		fprintf(stderr,
+		    "sluice: warning: listeners[%zu] \"%s\": port %u is at or "
+		    "above net.ipv4.ip_unprivileged_port_start (%lu): any uid "
+		    "here may bind it while sluice is down; use a port below "
+		    "%lu\n",
+		    i, lc->lc_name, port, start, start);
+	}
+	/*
+	 * A resolver on a loopback address answers through the sandbox's
+	 * own lo: only port 53's privilege keeps a process there from
+	 * answering in its place (docs/netpolicy.md).
+	 */
+	for (i = 0; start <= 53 && i < cf->cf_np.np_nresolvers; i++) {
+		const char *r = cf->cf_np.np_resolvers[i];
+
+		if (np_ip_is_loopback(r))
+			fprintf(stderr,
+			    "sluice: warning: netpolicy.resolvers[%zu] %s is a "
+			    "loopback address and "
+			    "net.ipv4.ip_unprivileged_port_start is %lu: any uid "
+			    "here may bind port 53 there and answer sluice's "
+			    "queries; raise it above 53\n",
+			    i, r, start);
+	}
+	(void)fflush(stderr);
+}
+
+/*
+ * Privileges.
+ */
+
+/*
+ * Become cf_user. With kernel rules to maintain (dynamic sets, verify,
+ * NFLOG) CAP_NET_ADMIN is kept and every other capability is gone, also
+ * from the bounding set; no_new_privs and non-dumpable always.
+ */
+static int
+drop_privileges(const struct config *cf, int keep_netadmin, char *why,
+    size_t whylen)
+{
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3,
+		0 };
+	struct __user_cap_data_struct data[2];
+	unsigned long cap;
+	gid_t gid = cf->cf_gid;
+
+	if (cf->cf_user == NULL || geteuid() != 0)
+		goto harden;
+	/*
+	 * Without CAP_SETPCAP (a container that did not grant it) the bounding
+	 * set stays: no_new_privs below already keeps exec from gaining
+	 * capabilities.
+	 */
+	for (cap = 0; cap <= 63; cap++)
+		if (!(keep_netadmin && cap == CAP_NET_ADMIN) &&
+		    prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == -1 &&
+		    errno != EINVAL && errno != EPERM) {
+			snprintf(why, whylen, "PR_CAPBSET_DROP: %s",
+			    strerror(errno));
+			return -1;
+		}
+	if (keep_netadmin && prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) == -1) {
+		snprintf(why, whylen, "PR_SET_KEEPCAPS: %s", strerror(errno));
+		return -1;
+	}
+	if (setgroups(1, &gid) == -1 ||
+	    setresgid(cf->cf_gid, cf->cf_gid, cf->cf_gid) == -1 ||
+	    setresuid(cf->cf_uid, cf->cf_uid, cf->cf_uid) == -1) {
+		snprintf(why, whylen, "cannot become user %s: %s", cf->cf_user,
+		    strerror(errno));
+		return -1;
+	}
+	memset(data, 0, sizeof(data));
+	if (keep_netadmin) {
+		data[0].permitted = data[0].effective = 1u
+		    << (CAP_NET_ADMIN & 31);
+	}
+	if (syscall(SYS_capset, &hdr, data) == -1) {
+		snprintf(why, whylen, "capset: %s", strerror(errno));
+		return -1;
+	}
+	(void)prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0);
+	if (setuid(0) != -1) {
+		snprintf(why, whylen, "could regain root after dropping it");
+		return -1;
+	}
+harden:
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1 ||
+	    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == -1) {
+		snprintf(why, whylen, "prctl: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * state_dir holds budgets and revocations: private to sluice's user, mode
+ * 0700, whether sluice made it or found it.
+ */
+static int
+prepare_state_dir(const struct config *cf, char *why, size_t whylen)
+{
+	struct stat st;
+	int fd;
+
+	if (mkdir(cf->cf_state_dir, 0700) == -1 && errno != EEXIST) {
+		snprintf(why, whylen, "state_dir: %s: %s", cf->cf_state_dir,
+		    strerror(errno));
+		return -1;
+	}
+	fd = open(cf->cf_state_dir,
+	    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd == -1 || fstat(fd, &st) == -1) {
+		snprintf(why, whylen, "state_dir: %s: %s", cf->cf_state_dir,
+		    errno == ELOOP || errno == ENOTDIR ?
+			"not a directory (or a symbolic link)" :
+			strerror(errno));
+		if (fd != -1)
+			close(fd);
+		return -1;
+	}
+	if ((cf->cf_user != NULL && geteuid() == 0 &&
+		fchown(fd, cf->cf_uid, cf->cf_gid) == -1) ||
+	    ((st.st_mode & 077) != 0 && fchmod(fd, 0700) == -1)) {
+		snprintf(why, whylen, "state_dir: %s: %s", cf->cf_state_dir,
+		    strerror(errno));
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+/*
+ * Point the resolver at cf's servers. IMPORTANT: the resolver opens its
+ * sockets per query, so queries must start only after the privilege drop:
+ * the kernel rules let only sluice's own uid reach the resolvers.
+ */
+static int
+dns_setup(const struct config *cf, char *why, size_t whylen)
+{
+	return resolve_configure(cf->cf_np.np_resolvers,
+	    cf->cf_np.np_nresolvers, why, whylen);
+}
+
+/*
+ * Reload and drain.
+ */
+static int
+reload_compatible(const struct config *o, const struct config *n, char *why,
+    size_t whylen)
+{
+#define SAME_STR(a, b)                                                         \
+	(((a) == NULL && (b) == NULL) ||                                       \
+	    ((a) != NULL && (b) != NULL && strcmp((a), (b)) == 0))
+	if (!listener_same(n))
+		snprintf(why, whylen,
+		    "%s: listeners: addresses cannot change on reload (restart)",
+		    n->cf_path);
+	else if (!SAME_STR(o->cf_user, n->cf_user))
+		snprintf(why, whylen, "%s: user: cannot change on reload",
+		    n->cf_path);
+	else if (!SAME_STR(o->cf_state_dir, n->cf_state_dir))
+		snprintf(why, whylen, "%s: state_dir: cannot change on reload",
+		    n->cf_path);
+	else if (!SAME_STR(o->cf_admin_socket, n->cf_admin_socket))
+		snprintf(why, whylen,
+		    "%s: admin.socket: cannot change on reload", n->cf_path);
+	else if (!SAME_STR(o->cf_metrics_listen, n->cf_metrics_listen))
+		snprintf(why, whylen,
+		    "%s: metrics.listen: cannot change on reload", n->cf_path);
+	else if (o->cf_np.np_mode != n->cf_np.np_mode)
+		snprintf(why, whylen,
+		    "%s: netpolicy.mode: cannot change on reload", n->cf_path);
+	else
+		return 0;
+#undef SAME_STR
+	return -1;
+}
+
+/* SHA-256 of a file's bytes, for policy.reload_failed; 0 or -1. */
+static int
+file_sha256(const char *path, unsigned char out[32])
+{
+	unsigned char buf[65536];
+	EVP_MD_CTX *ctx;
+	ssize_t n;
+	int fd, rc = -1;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return -1;
+	if ((ctx = EVP_MD_CTX_new()) != NULL &&
+	    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1) {
+		while ((n = read(fd, buf, sizeof(buf))) > 0)
+			if (EVP_DigestUpdate(ctx, buf, (size_t)n) != 1)
+				break;
+		if (n == 0 && EVP_DigestFinal_ex(ctx, out, NULL) == 1)
+			rc = 0;
+	}
+	EVP_MD_CTX_free(ctx);
+	close(fd);
+	return rc;
+}
+
+/*
+ * All or nothing: first prepare every part of the new policy (parse and
+ * read its files, check what a reload cannot change, attach upstreams,
+ * open a new audit path, render the kernel rules) while nothing in force
+ * changes; then commit. Applying the rules is the one commit step that
+ * can still be refused, so it goes first; what follows cannot fail.
+ */
+static void
+daemon_reload(void)
+{
+	unsigned char sha[32];
+	struct audit_next *an = NULL;
+	struct np_ruleset *rs = NULL;
+	struct config *n;
+	struct upstreams *ups = NULL;
+	char why[1024];
+
+	if (d_env.pe_draining)
+		return;
+	snprintf(why, sizeof(why), "%s: reload failed", d_path);
+	if ((n = config_load(d_path, d_env.pe_cf, why, sizeof(why))) == NULL ||
+	    reload_compatible(d_env.pe_cf, n, why, sizeof(why)) == -1)
+		goto refused;
+	if ((ups = upstreams_new(n)) == NULL) {
+		snprintf(why, sizeof(why), "%s: upstreams: out of memory",
+		    d_path);
+		goto refused;
+	}
+	if (d_env.pe_audit != NULL &&
+	    (an = audit_prepare(d_env.pe_audit, &n->cf_audit, why,
+		 sizeof(why))) == NULL)
+		goto refused;
+	if (netguard_prepare(n, &rs, why, sizeof(why)) == -1)
+		goto refused;
+
+	/* Commit. netguard_commit() takes rs, applied or not. */
+	if (netguard_commit(n, rs, why, sizeof(why)) == -1) {
+		rs = NULL;
+		goto refused;
+	}
+	audit_apply(d_env.pe_audit, an);
+	if (dns_setup(n, why, sizeof(why)) == -1)
+		log_warnx("reload: %s (resolvers unchanged)", why);
+	upstreams_unref(d_env.pe_ups);
+	d_env.pe_ups = ups;
+	config_unref(d_env.pe_cf);
+	d_env.pe_cf = n;
+	d_reloads++;
+	/* In force: only now may a newly read key's file go. */
+	if (config_unlink_keys(d_env.pe_cf, why, sizeof(why)) == -1)
+		log_warnx("reload: %s", why);
+	metrics_configure(d_env.pe_cf);
+	audit_policy_event(d_env.pe_audit, "policy.reload",
+	    d_env.pe_cf->cf_sha256, NULL);
+	metrics_reload(1);
+	log_info("policy reloaded (generation %llu)",
+	    (unsigned long long)d_env.pe_cf->cf_gen);
+	return;
+
+refused:
+	/* The old policy, audit settings and rules stay in force. */
+	audit_next_free(an);
+	np_ruleset_free(rs);
+	upstreams_unref(ups);
+	config_unref(n);
+	d_reload_failures++;
+	log_warnx("reload refused: %s", why);
+	audit_policy_event(d_env.pe_audit, "policy.reload_failed",
+	    file_sha256(d_path, sha) == 0 ? sha : NULL, why);
+	metrics_reload(0);
+}
+
+static void
+admin_reload_cb(void *arg)
+{
+	(void)arg;
+	log_info("admin: reload requested");
+	daemon_reload();
+}
+
+static int
+admin_revoke_cb(void *arg, const char *jti, uid_t uid, char *why, size_t whylen)
+{
+	struct proxy_env *env = arg;
+
+	return admin_revoke(env->pe_revs, env->pe_audit, jti, uid, why, whylen);
+}
+
+static const struct admin_ops daemon_admin_ops = {
+	.ao_status = daemon_status,
+	.ao_reload = admin_reload_cb,
+	.ao_revoke = admin_revoke_cb,
+	.ao_arg = &d_env,
+};
+
+static void
+drain_check_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct timeval *deadline = arg, now;
+
+	(void)fd;
+	(void)what;
+	gettimeofday(&now, NULL);
+	if (conn_count() == 0) {
+		event_base_loopexit(d_env.pe_base, NULL);
+		return;
+	}
+	if (timercmp(&now, deadline, >=)) {
+		log_warnx("drain timeout: closing %zu connections",
+		    conn_count());
+		conn_close_all();
+		event_base_loopexit(d_env.pe_base, NULL);
+	}
+}
+
+static void
+daemon_drain(void)
+{
+	static struct timeval deadline;
+	struct timeval tick = { 0, 50000 }, d;
+	uint64_t ms = d_env.pe_cf->cf_limits.drain_timeout_ms;
+
+	if (d_env.pe_draining)
+		return;
+	d_env.pe_draining = 1;
+	log_info("draining %zu connections", conn_count());
+	/* New connections are refused, not queued: close the sockets. */
+	listener_close_all();
+	admin_close();
+	conn_drain();
+	gettimeofday(&deadline, NULL);
+	d = sl_ms_tv(ms);
+	timeradd(&deadline, &d, &deadline);
+	d_drain_ev =
+	    event_new(d_env.pe_base, -1, EV_PERSIST, drain_check_cb, &deadline);
+	if (d_drain_ev == NULL || event_add(d_drain_ev, &tick) == -1)
+		event_base_loopexit(d_env.pe_base, NULL);
+}
+
+static void
+signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+	(void)what;
+	(void)arg;
+	switch (sig) {
+	case SIGHUP:
+		daemon_reload();
+		break;
+	case SIGUSR1:
+		if (audit_reopen(d_env.pe_audit) == -1)
+			log_warnx(
+			    "audit: reopen failed; still on the old file");
+		break;
+	default:
+		daemon_drain();
+		break;
+	}
+}
+
+static void
+prune_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	budget_prune(d_env.pe_budget, proxy_env_now(&d_env));
+}
+
+static void
+resolved_cb(const struct route *rt, const struct sockaddr_storage *addrs,
+    size_t n, uint32_t ttl)
+{
+	netguard_upstream_addrs(rt, addrs, n, ttl);
+}
+
+/* Whether uid/gid could read path by its mode bits (no ACLs). */
+static int
+readable_by(const char *path, uid_t uid, gid_t gid)
+{
+	struct stat st;
+
+	if (stat(path, &st) == -1)
+		return 0;
+	if (st.st_uid == uid)
+		return (st.st_mode & S_IRUSR) != 0;
+	if (st.st_gid == gid)
+		return (st.st_mode & S_IRGRP) != 0;
+	return (st.st_mode & S_IROTH) != 0;
+}
+
+/*
+ * After the privilege drop, SIGHUP reads the policy and its key files as
+ * `user`: say now, not at the first reload, which of them it cannot read.
+ */
+static void
+warn_unreadable_after_drop(const struct config *cf)
+{
+	size_t i, j;
+
+	if (cf->cf_user == NULL || geteuid() != 0 || cf->cf_uid == 0)
+		return;
+	if (!readable_by(cf->cf_path, cf->cf_uid, cf->cf_gid))
+		log_warnx("%s: not readable by user %s: reloads will fail",
+		    cf->cf_path, cf->cf_user);
+	for (i = 0; i < cf->cf_tokens.tc_nkeys; i++)
+		if (!cf->cf_tokens.tc_key_unlink[i] &&
+		    !readable_by(cf->cf_tokens.tc_key_files[i], cf->cf_uid,
+			cf->cf_gid))
+			log_warnx(
+			    "%s: not readable by user %s: reloads will fail",
+			    cf->cf_tokens.tc_key_files[i], cf->cf_user);
+	for (i = 0; i < cf->cf_nroutes; i++)
+		for (j = 0; j < cf->cf_routes[i].rt_up.uc_nheaders; j++) {
+			const char *f =
+			    cf->cf_routes[i].rt_up.uc_headers[j].uh_file;
+
+			if (!readable_by(f, cf->cf_uid, cf->cf_gid))
+				log_warnx(
+				    "%s: not readable by user %s: reloads will fail",
+				    f, cf->cf_user);
+		}
+}
+
+/*
+ * The ready file: opened (privileged) before the drop, the pid written
+ * when ready, and removed on every exit that runs atexit handlers (a
+ * drained SIGTERM/SIGINT, a fatal error after it was opened), so that a
+ * supervisor never reads a dead pid. The descriptor stays open: after
+ * the drop the directory may not let us unlink, and then the file is
+ * emptied instead.
+ */
+static int d_ready_fd = -1;
+static char *d_ready_path;
+
+/* Whether the open ready file still holds what we wrote (or nothing). */
+static int
+ready_content_ours(void)
+{
+	char buf[32], want[32];
+	ssize_t n;
+	int wn;
+
+	n = pread(d_ready_fd, buf, sizeof(buf) - 1, 0);
+	if (n < 0)
+		return 0;
+	buf[n] = '\0';
+	wn = snprintf(want, sizeof(want), "%ld\n", (long)getpid());
+	/* Empty: opened by us, the pid not written yet. */
+	return n == 0 || (n == wn && strcmp(buf, want) == 0);
+}
+
+static void
+ready_remove(void)
+{
+	struct stat a, b;
+
+	if (d_ready_fd == -1)
+		return;
+	/* Another sluice may have opened the same file since: leave it. */
+	if (ready_content_ours() && fstat(d_ready_fd, &a) == 0) {
+		if (lstat(d_ready_path, &b) == 0) {
+			if (a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
+			    unlink(d_ready_path) == -1 &&
+			    ftruncate(d_ready_fd, 0) == -1)
+				log_warn("ready_file: %s", d_ready_path);
+		} else if (errno != ENOENT && ftruncate(d_ready_fd, 0) == -1)
+			log_warn("ready_file: %s", d_ready_path);
+	}
+	close(d_ready_fd);
+	d_ready_fd = -1;
+}
+
+static int
+ready_open(const struct config *cf, char *why, size_t whylen)
+{
+	int fd;
+
+	if (cf->cf_ready_file == NULL)
+		return -1;
+	fd = open(cf->cf_ready_file,
+	    O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd == -1) {
+		snprintf(why, whylen, "ready_file: %s: %s", cf->cf_ready_file,
+		    strerror(errno));
+		return -1;
+	}
+	if ((d_ready_path = strdup(cf->cf_ready_file)) == NULL ||
+	    atexit(ready_remove) != 0) {
+		snprintf(why, whylen, "ready_file: out of memory");
+		(void)unlink(cf->cf_ready_file);
+		close(fd);
+		return -1;
+	}
+	d_ready_fd = fd;
+	return fd;
+}
+
+static void
+write_ready(int fd)
+{
+	char buf[32];
+	int n;
+
+	fprintf(stderr, "sluice: ready\n");
+	(void)fflush(stderr);
+	if (fd == -1)
+		return;
+	n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+	if (write(fd, buf, (size_t)n) != n)
+		log_warn("ready_file");
+	/* Kept open for ready_remove(). */
+}
+
+/*
+ * Start-up step 3, the state: budget, revocations, token cache and the
+ * audit log (owned by the configured user). Logs why and returns -1 on
+ * failure.
+ */
+static int
+open_state(char *why, size_t whylen)
+{
+	if ((d_env.pe_budget = budget_open(d_env.pe_cf->cf_state_dir, why,
+		 whylen)) == NULL ||
+	    (d_env.pe_revs = revocations_open(d_env.pe_cf->cf_state_dir, why,
+		 whylen)) == NULL ||
+	    (d_env.pe_cache = token_cache_new(DAEMON_TOKEN_CACHE)) == NULL) {
+		log_warnx("state_dir: %s", why);
+		return -1;
+	}
+#ifdef SLUICE_BENCH_NO_AUDIT
+	/* A measurement build (CMake SLUICE_BENCH_NO_AUDIT): no audit log. */
+	log_warnx("measurement build without an audit log: not for use");
+#else
+	if ((d_env.pe_audit = audit_open(&d_env.pe_cf->cf_audit,
+		 d_env.pe_cf->cf_state_dir, d_env.pe_base, why, whylen)) ==
+	    NULL) {
+		log_warnx("audit: %s", why);
+		return -1;
+	}
+#endif
+	/* lchown: never the target of a link planted at the path. */
+	if (d_env.pe_audit != NULL && d_env.pe_cf->cf_user != NULL &&
+	    geteuid() == 0 &&
+	    lchown(d_env.pe_cf->cf_audit.ac_path, d_env.pe_cf->cf_uid,
+		d_env.pe_cf->cf_gid) == -1)
+		log_warn("audit: chown %s", d_env.pe_cf->cf_audit.ac_path);
+	return 0;
+}
+
+/* Start-up step 3, the control sockets: admin and metrics. As above. */
+static int
+open_control(char *why, size_t whylen)
+{
+	if (d_env.pe_cf->cf_admin_socket != NULL &&
+	    admin_open(d_env.pe_base, d_env.pe_cf->cf_admin_socket,
+		d_env.pe_cf->cf_user != NULL ? d_env.pe_cf->cf_uid : geteuid(),
+		&daemon_admin_ops, why, whylen) == -1) {
+		log_warnx("admin.socket: %s", why);
+		return -1;
+	}
+	if (d_env.pe_cf->cf_metrics_listen != NULL &&
+	    metrics_listen(d_env.pe_base, d_env.pe_cf->cf_metrics_listen, why,
+		whylen) == -1) {
+		log_warnx("metrics.listen: %s", why);
+		return -1;
+	}
+	return 0;
+}
+
+/* After the loop: the daemon.stop line, then everything in reverse. */
+static void
+run_stop(struct event **sigev, size_t n)
+{
+	size_t i;
+
+	audit_begin(d_env.pe_audit, "daemon.stop");
+	audit_add_int(d_env.pe_audit, "pid", (int64_t)getpid());
+	(void)audit_commit(d_env.pe_audit);
+	log_info("stopped");
+	for (i = 0; i < n; i++)
+		event_free(sigev[i]);
+	if (d_drain_ev != NULL)
+		event_free(d_drain_ev);
+	event_free(d_prune_ev);
+	listener_close_all();
+	conn_close_all();
+	netguard_stop(d_env.pe_cf);
+	metrics_close();
+	admin_close();
+	audit_close(d_env.pe_audit);
+	d_env.pe_audit = NULL;
+	token_cache_free(d_env.pe_cache);
+	revocations_close(d_env.pe_revs);
+	budget_close(d_env.pe_budget);
+	upstreams_unref(d_env.pe_ups);
+	config_unref(d_env.pe_cf);
+	/*
+	 * Connections are freed from the loop: run it once more, so their
+	 * policies (and upstreams, with any DNS query) go before the resolver.
+	 */
+	event_base_loop(d_env.pe_base, EVLOOP_NONBLOCK);
+	resolve_shutdown();
+	event_base_free(d_env.pe_base);
+	free(d_path);
+}
+
+int
+serve(const struct run_opts *op)
+{
+	static const int sigs[] = { SIGHUP, SIGTERM, SIGINT, SIGUSR1 };
+	struct event *sigev[SL_NELEM(sigs)];
+	struct run_opts o = *op;
+	char why[1024];
+	int ready_fd, use_np;
+	size_t i;
+	struct timeval hour = { 3600, 0 };
+
+	log_init("sluice", o.verbose);
+	/* SIG_ERR only for a bad signal number: these are good. */
+	(void)signal(SIGPIPE, SIG_IGN);
+	/* A file-size limit fails the audit write instead of killing us. */
+	(void)signal(SIGXFSZ, SIG_IGN);
+	d_started = time(NULL);
+	if ((d_path = realpath(o.path, NULL)) == NULL)
+		d_path = strdup(o.path);
+
+	if (o.netns != NULL &&
+	    np_netns_enter(o.netns, why, sizeof(why)) == -1) {
+		log_warnx("--netns %s: %s", o.netns, why);
+		return SL_EXIT_RUNTIME;
+	}
+	/* 1. Load and validate; key files are read as part of it. */
+	if ((d_env.pe_cf = config_load(d_path, NULL, why, sizeof(why))) ==
+	    NULL) {
+		fprintf(stderr, "%s\n", why);
+		return SL_EXIT_INVALID;
+	}
+	warn_unprivileged_ports(d_env.pe_cf);
+	if ((d_env.pe_base = event_base_new()) == NULL ||
+	    resolve_init(d_env.pe_base) == -1)
+		fatalx("cannot create the event loop");
+	if (upstream_init(d_env.pe_base, why, sizeof(why)) == -1 ||
+	    (d_env.pe_ups = upstreams_new(d_env.pe_cf)) == NULL)
+		fatalx("%s", why[0] ? why : "upstream setup failed");
+	upstream_on_resolved(resolved_cb);
+	metrics_configure(d_env.pe_cf);
+
+	/* 2. Kernel rules before any listener exists (fail-closed). */
+	use_np = d_env.pe_cf->cf_np.np_mode != NETPOLICY_OFF && !o.no_netpolicy;
+	if (netguard_start(&d_env, use_np, why, sizeof(why)) == -1) {
+		log_warnx("netpolicy: %s", why);
+		return SL_EXIT_RUNTIME;
+	}
+	/* 3. Listeners, state, audit, admin, metrics. */
+	if (listener_open_all(&d_env, why, sizeof(why)) == -1 ||
+	    prepare_state_dir(d_env.pe_cf, why, sizeof(why)) == -1) {
+		log_warnx("%s", why);
+		return SL_EXIT_RUNTIME;
+	}
+	if (open_state(why, sizeof(why)) == -1 ||
+	    open_control(why, sizeof(why)) == -1)
+		return SL_EXIT_RUNTIME;
+	/*
+	 * The policy is loaded and everything it names is open: the key
+	 * files marked unlink_after_read go now, while we may still remove
+	 * them (before the privilege drop), and never earlier (a start that
+	 * fails must leave them for the next one).
+	 */
+	if (config_unlink_keys(d_env.pe_cf, why, sizeof(why)) == -1) {
+		log_warnx("%s", why);
+		return SL_EXIT_RUNTIME;
+	}
+	ready_fd = -1;
+	if (d_env.pe_cf->cf_ready_file != NULL &&
+	    (ready_fd = ready_open(d_env.pe_cf, why, sizeof(why))) == -1) {
+		log_warnx("%s", why);
+		return SL_EXIT_RUNTIME;
+	}
+	warn_unreadable_after_drop(d_env.pe_cf);
+	/* 4. Drop privileges; then the resolver's sockets are ours. */
+	if (drop_privileges(d_env.pe_cf, use_np, why, sizeof(why)) == -1 ||
+	    dns_setup(d_env.pe_cf, why, sizeof(why)) == -1) {
+		log_warnx("%s", why);
+		return SL_EXIT_RUNTIME;
+	}
+	for (i = 0; i < SL_NELEM(sigs); i++) {
+		sigev[i] =
+		    evsignal_new(d_env.pe_base, sigs[i], signal_cb, NULL);
+		if (sigev[i] == NULL || evsignal_add(sigev[i], NULL) == -1)
+			fatalx("cannot watch signal %d", sigs[i]);
+	}
+	d_prune_ev = event_new(d_env.pe_base, -1, EV_PERSIST, prune_cb, NULL);
+	if (d_prune_ev == NULL || event_add(d_prune_ev, &hour) == -1)
+		fatalx("cannot arm the budget prune timer");
+	budget_prune(d_env.pe_budget, proxy_env_now(&d_env));
+
+	audit_begin(d_env.pe_audit, "daemon.start");
+	audit_add_cstr(d_env.pe_audit, "version", SLUICE_VERSION);
+	audit_add_int(d_env.pe_audit, "pid", (int64_t)getpid());
+	(void)audit_commit(d_env.pe_audit);
+	audit_policy_event(d_env.pe_audit, "policy.load",
+	    d_env.pe_cf->cf_sha256, NULL);
+
+	/* 5. Ready. */
+	write_ready(ready_fd);
+	event_base_dispatch(d_env.pe_base);
+	/* No longer serving: a supervisor must not find our pid now. */
+	ready_remove();
+
+	run_stop(sigev, SL_NELEM(sigev));
+	return SL_EXIT_OK;
+}

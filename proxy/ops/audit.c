@@ -1,0 +1,1269 @@
+/*
+ * The audit log writer (DESIGN.md "Audit log", docs/audit.md): one JSON
+ * object per line, appended, hash-chained, with the durability and failure
+ * behaviour the policy asks for. It owns the file, the chain head
+ * (<state_dir>/audit.head) and crash recovery of a partial last line. What
+ * to log is the callers' business (daemon, conn, netguard); checking a log
+ * is cmd_audit.c's.
+ */
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <event2/event.h>
+#include <openssl/evp.h>
+
+#include "proxy/config/config.h"
+#include "proxy/http/http1.h"
+#include "proxy/ops/ops.h"
+#include "proxy/token/store.h"
+#include "proxy/util/ascii.h"
+#include "proxy/util/utf8.h"
+#include "proxy/util/util.h"
+
+#define AUDIT_HEAD_NAME "audit.head"
+#define AUDIT_MODE      0640 /* group may read (e.g. adm); never world */
+#define AUDIT_KEY_MAX   128  /* bytes of one escaped key */
+#define AUDIT_LOG_EVERY 10   /* seconds between warnings with "allow" */
+/*
+ * Room kept free at the end of the line buffer for ,"overflow":true, the
+ * closing brace and the newline, so that commit never runs out of space.
+ */
+#define AUDIT_TAIL_ROOM 32
+
+/*
+ * The writer. Owned by the daemon (daemon.c); freed by audit_close(). Only
+ * the libevent loop's thread touches it.
+ */
+struct audit {
+	char *a_path;      /* the log file */
+	char *a_head_path; /* <state_dir>/audit.head, or NULL */
+	enum audit_fsync a_fsync;
+	int a_chain;              /* write "prev" */
+	int a_allow;              /* on_error "allow" */
+	int a_fd;                 /* O_RDWR|O_APPEND */
+	off_t a_size;             /* bytes of complete lines in the file */
+	off_t a_cut;              /* >= 0: cut the file back to this first */
+	struct event *a_timer;    /* fsync "interval"; NULL without a base */
+	int a_unsynced;           /* lines written since the last fsync */
+	struct timespec a_synced; /* CLOCK_MONOTONIC of the last fsync */
+	uint64_t a_seq;           /* seq of the last line written; 0: none */
+	unsigned char a_hash[32]; /* its SHA-256; zeros when none */
+	int a_failed;             /* "deny": the last write failed */
+	uint64_t a_errors;        /* failed writes, ever */
+	uint64_t a_unlogged;      /* failures not yet logged ("allow") */
+	struct timespec a_logged; /* CLOCK_MONOTONIC of the last warning */
+	int a_building;           /* audit_begin() was called */
+	int a_overflow;           /* a field did not fit in the line */
+	size_t a_len;             /* bytes in a_line */
+	/*
+	 * Batching (with an event loop and fsync other than "always"): lines
+	 * committed in one pass of the loop are written together at its end.
+	 * a_seq/a_hash then run ahead of the file; a_dseq/a_dhash are the
+	 * head of what is in it, to fall back to when the write fails.
+	 */
+	struct event *a_flush; /* writes a_pend; NULL without a base */
+	char *a_pend;
+	size_t a_pend_len;
+	uint64_t a_dseq;
+	unsigned char a_dhash[32];
+	char a_line[AUDIT_LINE_MAX];
+};
+
+/* What the tail of an existing log file holds. */
+struct audit_tail {
+	int at_has_last;           /* a complete line was found */
+	uint64_t at_seq;           /* its seq */
+	unsigned char at_hash[32]; /* its SHA-256 */
+	off_t at_keep;             /* bytes of complete lines */
+	off_t at_size;             /* file size; > at_keep: a partial line */
+	unsigned char at_partial_hash[32];
+};
+
+static void audit_timer_cb(evutil_socket_t, short, void *);
+static void audit_flush_cb(evutil_socket_t, short, void *);
+static int audit_flush(struct audit *);
+static int audit_queue(struct audit *, size_t, const unsigned char[32]);
+
+/* Bytes batched at most. */
+#define AUDIT_PEND_MAX (2 * (size_t)AUDIT_LINE_MAX)
+
+/*
+ * Escape len bytes of s as the inside of a JSON string into dst, writing
+ * at most cap bytes and never half an escape or half a character. Quote,
+ * backslash, C0 and C1 controls and DEL become escapes (a C1 control or
+ * DEL is valid JSON, but a terminal would act on it); valid UTF-8 passes
+ * through; each byte that starts no valid sequence becomes \ufffd. Returns
+ * the bytes written; *used is the input consumed (< len when cut).
+ */
+static size_t
+audit_escape(char *dst, size_t cap, const unsigned char *s, size_t len,
+    size_t *used)
+{
+	size_t i = 0, o = 0, run;
+
+	while (i < len) {
+		const char *out;
+		char esc[7] = "\\u00"; /* and ascii_hex_encode()'s NUL */
+		size_t olen, step = 1;
+		unsigned int ctl = 0x100; /* none */
+		unsigned char c;
+
+		/* Most bytes are printable ASCII: copy such runs whole. */
+		for (run = i; run < len && s[run] >= 0x20 && s[run] < 0x7f &&
+		     s[run] != '"' && s[run] != '\\';
+		     run++)
+			;
+		if (run > i) {
+			if (run - i > cap - o)
+				run = i + (cap - o);
+			memcpy(dst + o, s + i, run - i);
+			o += run - i;
+			i = run;
+			if (o == cap)
+				break;
+			continue;
+		}
+		if (s[i] == '"' || s[i] == '\\') {
+			esc[0] = '\\';
+			esc[1] = (char)s[i];
+			out = esc;
+			olen = 2;
+		} else if (s[i] < 0x20 || s[i] == 0x7f)
+			ctl = s[i];
+		else if (s[i] < 0x80) {
+			out = (const char *)s + i;
+			olen = 1;
+		} else if ((step = utf8_len(s + i, len - i)) == 0) {
+			out = "\\ufffd";
+			olen = 6;
+			step = 1;
+		} else if (step == 2 && s[i] == 0xc2 && s[i + 1] < 0xa0)
+			ctl = s[i + 1]; /* U+0080..U+009F */
+		else {
+			out = (const char *)s + i;
+			olen = step;
+		}
+		if (ctl != 0x100) {
+			/* esc holds "\u00" (a quote took none of it). */
+			c = (unsigned char)ctl;
+			ascii_hex_encode(esc + 4, &c, 1);
+			out = esc;
+			olen = 6;
+		}
+		if (olen > cap - o)
+			break;
+		memcpy(dst + o, out, olen);
+		o += olen;
+		i += step;
+	}
+	*used = i;
+	return o;
+}
+
+static double
+audit_elapsed(const struct timespec *since)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - since->tv_sec) +
+	    (double)(now.tv_nsec - since->tv_nsec) / 1e9;
+}
+
+/* Append n bytes to the line, or fail leaving the line as it was. */
+static int
+audit_put(struct audit *a, const char *s, size_t n)
+{
+	if (n > AUDIT_LINE_MAX - AUDIT_TAIL_ROOM - a->a_len)
+		return -1;
+	memcpy(a->a_line + a->a_len, s, n);
+	a->a_len += n;
+	return 0;
+}
+
+/* Append ,"key": (the key escaped and capped). */
+static int
+audit_put_key(struct audit *a, const char *key)
+{
+	char k[AUDIT_KEY_MAX];
+	size_t klen, used;
+
+	klen = audit_escape(k, sizeof(k), (const unsigned char *)key,
+	    strlen(key), &used);
+	if (audit_put(a, ",\"", 2) == -1 || audit_put(a, k, klen) == -1 ||
+	    audit_put(a, "\":", 2) == -1)
+		return -1;
+	return 0;
+}
+
+/* Append a field whose value is already JSON (a number, a hex string). */
+static void
+audit_put_raw(struct audit *a, const char *key, const char *val, size_t n)
+{
+	size_t mark;
+
+	if (a == NULL || !a->a_building)
+		return;
+	mark = a->a_len;
+	if (audit_put_key(a, key) == -1 || audit_put(a, val, n) == -1) {
+		a->a_len = mark;
+		a->a_overflow = 1;
+	}
+}
+
+/* Decimal digits of v at the start of buf (at least 21 bytes); length. */
+static size_t
+audit_fmt_u64(char *buf, size_t len, uint64_t v)
+{
+	char tmp[20];
+	size_t n = 0, i;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0 && n < sizeof(tmp));
+	for (i = 0; i < n && i < len; i++)
+		buf[i] = tmp[n - 1 - i];
+	return i;
+}
+
+static void
+audit_timestamp(char *buf, size_t len)
+{
+	static time_t cached_sec = (time_t)-1;
+	static char cached[64]; /* "YYYY-MM-DDTHH:MM:SS." */
+	struct timespec ts;
+	struct tm tm;
+	long us;
+	int i;
+
+	/*
+	 * Every line has a timestamp: format the date and time once a
+	 * second and only the microseconds per line.
+	 */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (ts.tv_sec != cached_sec) {
+		gmtime_r(&ts.tv_sec, &tm);
+		snprintf(cached, sizeof(cached),
+		    "%04d-%02d-%02dT%02d:%02d:%02d.", tm.tm_year + 1900,
+		    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+		    tm.tm_sec);
+		cached_sec = ts.tv_sec;
+	}
+	if (len < 28) {
+		if (len > 0)
+			buf[0] = '\0';
+		return;
+	}
+	memcpy(buf, cached, 20);
+	us = ts.tv_nsec / 1000;
+	for (i = 25; i >= 20; i--) {
+		buf[i] = (char)('0' + us % 10);
+		us /= 10;
+	}
+	buf[26] = 'Z';
+	buf[27] = '\0';
+}
+
+void
+audit_begin(struct audit *a, const char *event)
+{
+	char ts[64], num[32], hex[65];
+	size_t n;
+
+	if (a == NULL)
+		return;
+	a->a_len = 0;
+	a->a_overflow = 0;
+	a->a_building = 1;
+	audit_timestamp(ts, sizeof(ts));
+	/* The head fits: the buffer is far larger than these fields. */
+	(void)audit_put(a, "{\"ts\":\"", 7);
+	(void)audit_put(a, ts, strlen(ts));
+	(void)audit_put(a, "\",\"seq\":", 8);
+	n = audit_fmt_u64(num, sizeof(num), a->a_seq + 1);
+	(void)audit_put(a, num, n);
+	audit_add_cstr(a, "event", event);
+	if (a->a_chain) {
+		ascii_hex_encode(hex, a->a_hash, sizeof(a->a_hash));
+		hex[64] = '"';
+		(void)audit_put(a, ",\"prev\":\"", 9);
+		(void)audit_put(a, hex, 65);
+	}
+}
+
+void
+audit_add_str(struct audit *a, const char *key, const char *val, size_t len)
+{
+	char v[AUDIT_VALUE_MAX];
+	size_t vlen, used, mark;
+
+	if (a == NULL || !a->a_building || val == NULL)
+		return;
+	mark = a->a_len;
+	vlen =
+	    audit_escape(v, sizeof(v), (const unsigned char *)val, len, &used);
+	if (audit_put_key(a, key) == -1 || audit_put(a, "\"", 1) == -1 ||
+	    audit_put(a, v, vlen) == -1 || audit_put(a, "\"", 1) == -1) {
+		a->a_len = mark;
+		a->a_overflow = 1;
+		return;
+	}
+	if (used < len) {
+		/*
+		 * The value was cut at a character boundary: say so, with the
+		 * original length, rather than let a reader take the prefix
+		 * for the whole value.
+		 */
+		char k[AUDIT_KEY_MAX + 16], num[32];
+		int kn, nn;
+
+		kn = snprintf(k, sizeof(k), "%.*s_truncated",
+		    (int)strnlen(key, AUDIT_KEY_MAX - 16), key);
+		nn = snprintf(num, sizeof(num), "%zu", len);
+		if (kn > 0 && nn > 0)
+			audit_put_raw(a, k, num, (size_t)nn);
+	}
+}
+
+void
+audit_add_cstr(struct audit *a, const char *key, const char *val)
+{
+	if (val != NULL)
+		audit_add_str(a, key, val, strlen(val));
+}
+
+void
+audit_add_int(struct audit *a, const char *key, int64_t val)
+{
+	char num[24];
+	size_t n;
+
+	if (val < 0) {
+		n = audit_fmt_u64(num + 1, sizeof(num) - 1,
+		    (uint64_t)(-(val + 1)) + 1);
+		num[0] = '-';
+		audit_put_raw(a, key, num, n + 1);
+	} else {
+		n = audit_fmt_u64(num, sizeof(num), (uint64_t)val);
+		audit_put_raw(a, key, num, n);
+	}
+}
+
+void
+audit_add_uint(struct audit *a, const char *key, uint64_t val)
+{
+	char num[24];
+	size_t n;
+
+	n = audit_fmt_u64(num, sizeof(num), val);
+	audit_put_raw(a, key, num, n);
+}
+
+void
+audit_add_bool(struct audit *a, const char *key, int val)
+{
+	if (val)
+		audit_put_raw(a, key, "true", 4);
+	else
+		audit_put_raw(a, key, "false", 5);
+}
+
+void
+audit_add_hex(struct audit *a, const char *key, const unsigned char *p,
+    size_t len)
+{
+	char v[AUDIT_VALUE_MAX];
+
+	if (p == NULL || 2 * len + 2 > sizeof(v)) {
+		if (a != NULL && a->a_building)
+			a->a_overflow = 1;
+		return;
+	}
+	v[0] = '"';
+	ascii_hex_encode(v + 1, p, len);
+	v[2 * len + 1] = '"';
+	audit_put_raw(a, key, v, 2 * len + 2);
+}
+
+/*
+ * Cut the file back to the end of its last complete line, after a write
+ * left written bytes of a line behind it. With O_APPEND the offset is not
+ * ours to track, so the size comes from fstat when possible: that also
+ * stays right if the file was truncated under us. Returns 0 or -1 (a_cut
+ * then tells the next write to try again first).
+ */
+static int
+audit_cut_back(struct audit *a, size_t written)
+{
+	struct stat st;
+
+	if (fstat(a->a_fd, &st) == 0 && st.st_size >= (off_t)written)
+		a->a_cut = st.st_size - (off_t)written;
+	else
+		a->a_cut = a->a_size;
+	if (ftruncate(a->a_fd, a->a_cut) == -1)
+		return -1;
+	a->a_size = a->a_cut;
+	a->a_cut = -1;
+	return 0;
+}
+
+/* Write a whole line or nothing (as far as the file's bytes go). */
+static int
+audit_append(struct audit *a, const char *buf, size_t len)
+{
+	size_t off = 0;
+	ssize_t n;
+	int saved;
+
+	if (a->a_cut >= 0) {
+		if (ftruncate(a->a_fd, a->a_cut) == -1)
+			return -1;
+		a->a_size = a->a_cut;
+		a->a_cut = -1;
+	}
+	while (off < len) {
+		n = write(a->a_fd, buf + off, len - off);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0)
+				errno = EIO;
+			saved = errno;
+			if (off > 0)
+				(void)audit_cut_back(a, off);
+			errno = saved;
+			return -1;
+		}
+		off += (size_t)n;
+	}
+	a->a_size += (off_t)len;
+	return 0;
+}
+
+static int
+audit_fsync_now(struct audit *a)
+{
+	if (fsync(a->a_fd) == -1)
+		return -1;
+	a->a_unsynced = 0;
+	clock_gettime(CLOCK_MONOTONIC, &a->a_synced);
+	return 0;
+}
+
+/* Count and report a failure; errno is the cause. */
+static void
+audit_fail(struct audit *a, const char *what)
+{
+	int saved = errno;
+
+	a->a_errors++;
+	metrics_audit_error();
+	if (!a->a_allow) {
+		if (!a->a_failed) {
+			errno = saved;
+			log_warn("audit: %s %s failed; refusing requests until "
+				 "a write succeeds",
+			    what, a->a_path);
+			metrics_audit_failed(1);
+		}
+		a->a_failed = 1;
+		errno = saved;
+		return;
+	}
+	/* "allow": the daemon goes on, so keep the log from flooding. */
+	a->a_unlogged++;
+	if (a->a_logged.tv_sec == 0 ||
+	    audit_elapsed(&a->a_logged) >= AUDIT_LOG_EVERY) {
+		errno = saved;
+		log_warn("audit: %s %s failed (%" PRIu64 " failure(s) "
+			 "since the last warning; on_error allow: going on)",
+		    what, a->a_path, a->a_unlogged);
+		a->a_unlogged = 0;
+		clock_gettime(CLOCK_MONOTONIC, &a->a_logged);
+	}
+	errno = saved;
+}
+
+static void
+audit_recovered(struct audit *a)
+{
+	if (!a->a_failed)
+		return;
+	a->a_failed = 0;
+	metrics_audit_failed(0);
+	log_info("audit: %s: writes succeed again; failed state ended",
+	    a->a_path);
+}
+
+/* Schedule or perform the "interval" fsync after a write. */
+static void
+audit_after_write(struct audit *a)
+{
+	struct timeval tv = { 1, 0 };
+
+	a->a_unsynced = 1;
+	if (a->a_fsync != AUDIT_FSYNC_INTERVAL)
+		return;
+	if (a->a_timer != NULL) {
+		if (!evtimer_pending(a->a_timer, NULL))
+			evtimer_add(a->a_timer, &tv);
+		return;
+	}
+	/* No event loop (the CLI, tests): sync inline, at most once a second.
+	 */
+	if (audit_elapsed(&a->a_synced) >= 1.0 && audit_fsync_now(a) == -1)
+		audit_fail(a, "fsync");
+}
+
+int
+audit_commit(struct audit *a)
+{
+	unsigned char h[32];
+	size_t len;
+
+	if (a == NULL)
+		return 0;
+	if (!a->a_building)
+		return -1;
+	a->a_building = 0;
+	if (a->a_overflow) {
+		memcpy(a->a_line + a->a_len, ",\"overflow\":true", 16);
+		a->a_len += 16;
+	}
+	a->a_line[a->a_len] = '}';
+	len = a->a_len + 1;
+	if (digest_sha256(a->a_line, len, h) == -1) {
+		errno = EIO;
+		audit_fail(a, "hash of a line for");
+		return -1;
+	}
+	a->a_line[len] = '\n';
+	if (a->a_flush != NULL && a->a_fsync != AUDIT_FSYNC_ALWAYS)
+		return audit_queue(a, len + 1, h);
+	if (audit_append(a, a->a_line, len + 1) == -1) {
+		audit_fail(a, "write to");
+		return -1;
+	}
+	if (a->a_fsync == AUDIT_FSYNC_ALWAYS && audit_fsync_now(a) == -1) {
+		/* Not durable: take the line back so the chain stays whole. */
+		int saved = errno;
+
+		(void)audit_cut_back(a, len + 1);
+		errno = saved;
+		audit_fail(a, "fsync of");
+		return -1;
+	}
+	a->a_seq++;
+	memcpy(a->a_hash, h, sizeof(h));
+	if (a->a_fsync != AUDIT_FSYNC_ALWAYS)
+		audit_after_write(a);
+	audit_recovered(a);
+	return 0;
+}
+
+/*
+ * Batch the line in a_line (len bytes, newline included; hash h) for the
+ * write at the end of this loop pass. One write(2) per pass instead of one
+ * per request: under load most of a pass's lines go out together.
+ */
+static int
+audit_queue(struct audit *a, size_t len, const unsigned char h[32])
+{
+	if (a->a_pend_len + len > AUDIT_PEND_MAX && audit_flush(a) == -1)
+		return -1;
+	if (a->a_pend_len == 0) {
+		a->a_dseq = a->a_seq;
+		memcpy(a->a_dhash, a->a_hash, sizeof(a->a_dhash));
+		event_active(a->a_flush, EV_TIMEOUT, 0);
+	}
+	memcpy(a->a_pend + a->a_pend_len, a->a_line, len);
+	a->a_pend_len += len;
+	a->a_seq++;
+	memcpy(a->a_hash, h, 32);
+	return 0;
+}
+
+/*
+ * Write the batched lines. On failure they are lost (none of them is left
+ * half in the file) and the chain falls back to the file's last line, so
+ * the next line written links to what is really there. Returns 0 or -1.
+ */
+static int
+audit_flush(struct audit *a)
+{
+	if (a->a_pend_len == 0)
+		return 0;
+	if (audit_append(a, a->a_pend, a->a_pend_len) == -1) {
+		a->a_seq = a->a_dseq;
+		memcpy(a->a_hash, a->a_dhash, sizeof(a->a_hash));
+		a->a_pend_len = 0;
+		audit_fail(a, "write to");
+		return -1;
+	}
+	a->a_pend_len = 0;
+	audit_after_write(a);
+	audit_recovered(a);
+	return 0;
+}
+
+static void
+audit_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)audit_flush(arg);
+}
+
+int
+audit_sync(struct audit *a)
+{
+	if (a == NULL)
+		return 0;
+	if (audit_flush(a) == -1 || a->a_failed)
+		return -1;
+	if (!a->a_unsynced)
+		return 0;
+	if (audit_fsync_now(a) == -1) {
+		audit_fail(a, "fsync of");
+		return -1;
+	}
+	return 0;
+}
+
+static void
+audit_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct audit *a = arg;
+	struct timeval tv = { 1, 0 };
+
+	(void)fd;
+	(void)what;
+	if (!a->a_unsynced)
+		return;
+	if (audit_fsync_now(a) == -1) {
+		audit_fail(a, "fsync of");
+		evtimer_add(a->a_timer, &tv); /* try again in a second */
+	}
+}
+
+int
+audit_failed(const struct audit *a)
+{
+	return a != NULL && a->a_failed;
+}
+
+void
+audit_head(const struct audit *a, uint64_t *seq, char hex[65])
+{
+	static const unsigned char zero[32];
+
+	*seq = a != NULL ? a->a_seq : 0;
+	ascii_hex_encode(hex, a != NULL ? a->a_hash : zero, 32);
+}
+
+int
+audit_policy_event(struct audit *a, const char *event,
+    const unsigned char *sha256, const char *error)
+{
+	audit_begin(a, event);
+	if (sha256 != NULL)
+		audit_add_hex(a, "sha256", sha256, 32);
+	audit_add_cstr(a, "error", error);
+	return audit_commit(a);
+}
+
+/* fsync the directory holding path, so that a new entry survives a crash. */
+static int
+audit_sync_dir(const char *path)
+{
+	char dir[4096];
+	const char *slash;
+	int fd, rc;
+
+	slash = strrchr(path, '/');
+	if (slash == NULL)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else if ((size_t)(slash - path) < sizeof(dir))
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	else {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+		return -1;
+	rc = fsync(fd);
+	close(fd);
+	return rc;
+}
+
+/*
+ * Open path for appending, creating it (mode AUDIT_MODE) with its
+ * directory entry made durable. Returns the fd or -1 with why set.
+ */
+static int
+audit_open_file(const char *path, char *why, size_t whylen)
+{
+	struct stat st;
+	int fd, created = 0;
+
+	/* O_NOFOLLOW: a link planted in a shared directory is refused. */
+	fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+	if (fd == -1 && errno == ENOENT) {
+		fd = open(path,
+		    O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC |
+			O_NOFOLLOW,
+		    AUDIT_MODE);
+		created = fd != -1;
+		if (fd == -1 && errno == EEXIST) /* lost a race: use theirs */
+			fd = open(path,
+			    O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+	}
+	if (fd == -1) {
+		snprintf(why, whylen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+		snprintf(why, whylen, "%s: not a regular file", path);
+		close(fd);
+		return -1;
+	}
+	if (created && audit_sync_dir(path) == -1) {
+		snprintf(why, whylen, "%s: fsync of its directory: %s", path,
+		    strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Parse the seq of a complete line (an object with an integer "seq"). */
+static int
+audit_line_seq(const char *line, size_t len, uint64_t *seq)
+{
+	cJSON *j, *s;
+	int rc = -1;
+
+	if ((j = cJSON_ParseWithLength(line, len)) == NULL)
+		return -1;
+	s = cJSON_GetObjectItemCaseSensitive(j, "seq");
+	if (cJSON_IsObject(j) && cJSON_IsNumber(s) && s->valuedouble >= 1 &&
+	    s->valuedouble <= 9007199254740992.0 &&
+	    s->valuedouble == (double)(uint64_t)s->valuedouble) {
+		*seq = (uint64_t)s->valuedouble;
+		rc = 0;
+	}
+	cJSON_Delete(j);
+	return rc;
+}
+
+/*
+ * Read the tail of the file at fd: the last complete line (its seq and
+ * hash) and whether a partial line follows it. Both fit in the last two
+ * line lengths of the file, because the writer never writes longer lines.
+ */
+static int
+audit_scan(int fd, const char *path, struct audit_tail *t, char *why,
+    size_t whylen)
+{
+	struct stat st;
+	char *buf = NULL, *nl, *start;
+	size_t win, got = 0;
+	off_t base;
+	ssize_t n;
+	int rc = -1;
+
+	memset(t, 0, sizeof(*t));
+	if (fstat(fd, &st) == -1) {
+		snprintf(why, whylen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	t->at_size = t->at_keep = st.st_size;
+	if (st.st_size == 0)
+		return 0;
+	win = st.st_size > 2 * (off_t)AUDIT_LINE_MAX ?
+	    2 * (size_t)AUDIT_LINE_MAX :
+	    (size_t)st.st_size;
+	base = st.st_size - (off_t)win;
+	if ((buf = malloc(win)) == NULL) {
+		snprintf(why, whylen, "%s: out of memory", path);
+		return -1;
+	}
+	while (got < win) {
+		n = pread(fd, buf + got, win - got, base + (off_t)got);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			snprintf(why, whylen, "%s: read: %s", path,
+			    n == 0 ? "file shrank" : strerror(errno));
+			goto out;
+		}
+		got += (size_t)n;
+	}
+	/* Where do the complete lines end? */
+	nl = memrchr(buf, '\n', win);
+	if (nl == NULL && base > 0) {
+		snprintf(why, whylen,
+		    "%s: no line end in the last %zu bytes: not an audit log",
+		    path, win);
+		goto out;
+	}
+	t->at_keep = nl == NULL ? 0 : base + (nl - buf) + 1;
+	if (t->at_keep < t->at_size) {
+		size_t off = (size_t)(t->at_keep - base);
+
+		if (digest_sha256(buf + off, win - off, t->at_partial_hash) ==
+		    -1) {
+			snprintf(why, whylen, "%s: SHA-256 failed", path);
+			goto out;
+		}
+	}
+	if (nl == NULL) {
+		rc = 0;
+		goto out;
+	}
+	/* The last complete line is [start, nl). */
+	start = memrchr(buf, '\n', (size_t)(nl - buf));
+	if (start == NULL && base > 0) {
+		snprintf(why, whylen, "%s: last line longer than %d bytes",
+		    path, AUDIT_LINE_MAX);
+		goto out;
+	}
+	start = start == NULL ? buf : start + 1;
+	if (audit_line_seq(start, (size_t)(nl - start), &t->at_seq) == -1 ||
+	    digest_sha256(start, (size_t)(nl - start), t->at_hash) == -1) {
+		snprintf(why, whylen,
+		    "%s: last line is not an audit line with a seq; move the "
+		    "file away to start a new one",
+		    path);
+		goto out;
+	}
+	t->at_has_last = 1;
+	rc = 0;
+out:
+	free(buf);
+	return rc;
+}
+
+/*
+ * Read <state_dir>/audit.head: "<seq> <64 hex>\n". Returns 1 (found), 0
+ * (absent) or -1 (unreadable or malformed: refuse rather than guess).
+ */
+static int
+audit_read_head(const char *path, uint64_t *seq, unsigned char hash[32],
+    char *why, size_t whylen)
+{
+	char buf[128], *end;
+	ssize_t n;
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
+		if (errno == ENOENT)
+			return 0;
+		snprintf(why, whylen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n < 0)
+		n = 0;
+	buf[n] = '\0';
+	errno = 0;
+	if (buf[0] >= '0' && buf[0] <= '9') {
+		*seq = strtoull(buf, &end, 10);
+		if (errno == 0 && *end == ' ' && strlen(end + 1) == 65 &&
+		    end[65] == '\n' && ascii_hex_decode(end + 1, hash, 32) == 0)
+			return 1;
+	}
+	snprintf(why, whylen,
+	    "%s: malformed (want \"SEQ HEX\\n\"); remove it to start a new "
+	    "chain",
+	    path);
+	return -1;
+}
+
+/* Write the chain head atomically (temporary file, fsync, rename). */
+static int
+audit_write_head(struct audit *a)
+{
+	char tmp[4096], line[128], hex[65];
+	int fd, n, rc = -1;
+
+	if (a->a_head_path == NULL)
+		return 0;
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", a->a_head_path) >=
+	    sizeof(tmp))
+		return -1;
+	ascii_hex_encode(hex, a->a_hash, sizeof(a->a_hash));
+	n = snprintf(line, sizeof(line), "%" PRIu64 " %s\n", a->a_seq, hex);
+	/* A fresh file of our own: never through a planted link. */
+	(void)unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+	    0600);
+	if (fd == -1)
+		goto out;
+	if (write(fd, line, (size_t)n) != n || fsync(fd) == -1) {
+		close(fd);
+		unlink(tmp);
+		goto out;
+	}
+	close(fd);
+	if (rename(tmp, a->a_head_path) == -1) {
+		unlink(tmp);
+		goto out;
+	}
+	(void)audit_sync_dir(a->a_head_path);
+	rc = 0;
+out:
+	if (rc == -1)
+		log_warn("audit: cannot write %s", a->a_head_path);
+	return rc;
+}
+
+/* Cut a partial last line off the file at fd (a crash mid-write). */
+static int
+audit_cut_partial(int fd, const char *path, const struct audit_tail *t,
+    char *why, size_t whylen)
+{
+	if (ftruncate(fd, t->at_keep) == -1 || fsync(fd) == -1) {
+		snprintf(why, whylen, "%s: cutting off a partial line: %s",
+		    path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Record the partial line cut off at open, chained to the last one. */
+static int
+audit_log_truncated(struct audit *a, const struct audit_tail *t, char *why,
+    size_t whylen)
+{
+	audit_begin(a, "audit.truncated");
+	audit_add_uint(a, "bytes", (uint64_t)(t->at_size - t->at_keep));
+	audit_add_hex(a, "sha256", t->at_partial_hash, 32);
+	if (audit_commit(a) == -1) {
+		snprintf(why, whylen, "%s: writing audit.truncated: %s",
+		    a->a_path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int
+audit_set_conf(struct audit *a, const struct audit_conf *ac, char *why,
+    size_t whylen)
+{
+	char *p;
+
+	if (ac->ac_path == NULL || ac->ac_path[0] == '\0') {
+		snprintf(why, whylen, "audit.path: empty");
+		return -1;
+	}
+	if (a->a_path == NULL || strcmp(a->a_path, ac->ac_path) != 0) {
+		if ((p = strdup(ac->ac_path)) == NULL) {
+			snprintf(why, whylen, "audit.path: out of memory");
+			return -1;
+		}
+		free(a->a_path);
+		a->a_path = p;
+	}
+	a->a_fsync = ac->ac_fsync;
+	a->a_chain = ac->ac_chain;
+	a->a_allow = ac->ac_on_error_allow;
+	if (a->a_allow && a->a_failed) {
+		/* "allow" has no failed state. */
+		a->a_failed = 0;
+		metrics_audit_failed(0);
+	}
+	return 0;
+}
+
+struct audit *
+audit_open(const struct audit_conf *ac, const char *state_dir,
+    struct event_base *base, char *why, size_t whylen)
+{
+	struct audit *a;
+	struct audit_tail t;
+	int r;
+
+	if ((a = calloc(1, sizeof(*a))) == NULL) {
+		snprintf(why, whylen, "audit: out of memory");
+		return NULL;
+	}
+	a->a_fd = -1;
+	a->a_cut = -1;
+	clock_gettime(CLOCK_MONOTONIC, &a->a_synced);
+	if (audit_set_conf(a, ac, why, whylen) == -1)
+		goto fail;
+	if (state_dir != NULL &&
+	    asprintf(&a->a_head_path, "%s/%s", state_dir, AUDIT_HEAD_NAME) ==
+		-1) {
+		a->a_head_path = NULL;
+		snprintf(why, whylen, "audit: out of memory");
+		goto fail;
+	}
+	if (base != NULL &&
+	    ((a->a_timer = evtimer_new(base, audit_timer_cb, a)) == NULL ||
+		(a->a_flush = event_new(base, -1, 0, audit_flush_cb, a)) ==
+		    NULL ||
+		(a->a_pend = malloc(AUDIT_PEND_MAX)) == NULL)) {
+		snprintf(why, whylen, "audit: cannot create a timer");
+		goto fail;
+	}
+	if ((a->a_fd = audit_open_file(a->a_path, why, whylen)) == -1)
+		goto fail;
+	if (audit_scan(a->a_fd, a->a_path, &t, why, whylen) == -1)
+		goto fail;
+	/* The file's own last line wins; audit.head covers a rotated file. */
+	if (t.at_has_last) {
+		a->a_seq = t.at_seq;
+		memcpy(a->a_hash, t.at_hash, sizeof(a->a_hash));
+	} else if (a->a_head_path != NULL) {
+		r = audit_read_head(a->a_head_path, &a->a_seq, a->a_hash, why,
+		    whylen);
+		if (r == -1)
+			goto fail;
+	}
+	if (t.at_keep < t.at_size) {
+		if (audit_cut_partial(a->a_fd, a->a_path, &t, why, whylen) ==
+		    -1)
+			goto fail;
+		a->a_size = t.at_keep;
+		if (audit_log_truncated(a, &t, why, whylen) == -1)
+			goto fail;
+	} else
+		a->a_size = t.at_size;
+	return a;
+fail:
+	if (a->a_fd != -1)
+		close(a->a_fd);
+	a->a_fd = -1;
+	if (a->a_timer != NULL)
+		event_free(a->a_timer);
+	if (a->a_flush != NULL)
+		event_free(a->a_flush);
+	free(a->a_pend);
+	free(a->a_head_path);
+	free(a->a_path);
+	free(a);
+	return NULL;
+}
+
+/*
+ * Open and check the file a switch goes to (a partial last line is cut):
+ * nothing of a changes.
+ */
+static int
+audit_switch_open(const struct audit *a, const char *path, int *fdp,
+    struct audit_tail *t, char *why, size_t whylen)
+{
+	int fd;
+
+	if ((fd = audit_open_file(path, why, whylen)) == -1)
+		return -1;
+	if (audit_scan(fd, path, t, why, whylen) == -1) {
+		close(fd);
+		return -1;
+	}
+	if (t->at_has_last &&
+	    (t->at_seq != a->a_seq ||
+		memcmp(t->at_hash, a->a_hash, sizeof(t->at_hash)) != 0))
+		log_warnx("audit: %s ends with seq %" PRIu64 ", not with this "
+			  "chain's last line (seq %" PRIu64 "); the chain "
+			  "continues from memory and verify will show the seam",
+		    path, t->at_seq, a->a_seq);
+	if (t->at_keep < t->at_size &&
+	    audit_cut_partial(fd, path, t, why, whylen) == -1) {
+		close(fd);
+		return -1;
+	}
+	*fdp = fd;
+	return 0;
+}
+
+/* Go over to fd (from audit_switch_open()); cannot fail. */
+static void
+audit_switch_to(struct audit *a, const char *oldpath, int fd,
+    const struct audit_tail *t)
+{
+	char why[256];
+	int oldfd;
+
+	/* Lines still batched belong in the old file, before the head. */
+	(void)audit_flush(a);
+	(void)audit_write_head(a);
+	/* Pending bytes of the old file become durable before it is left. */
+	if (a->a_unsynced && fsync(a->a_fd) == -1)
+		log_warn("audit: fsync of %s", oldpath);
+	oldfd = a->a_fd;
+	a->a_fd = fd;
+	a->a_size = t->at_keep;
+	a->a_cut = -1;
+	a->a_unsynced = 0;
+	close(oldfd);
+	if (t->at_keep < t->at_size)
+		(void)audit_log_truncated(a, t, why, sizeof(why));
+}
+
+/*
+ * Switch to the file at a->a_path, continuing the chain from memory. The
+ * old file stays in use until the new one is ready.
+ */
+static int
+audit_switch(struct audit *a, const char *oldpath, char *why, size_t whylen)
+{
+	struct audit_tail t;
+	int fd;
+
+	/* Flushed first: a reopen of the same file must see its last line. */
+	(void)audit_flush(a);
+	(void)audit_write_head(a);
+	if (audit_switch_open(a, a->a_path, &fd, &t, why, whylen) == -1)
+		return -1;
+	audit_switch_to(a, oldpath, fd, &t);
+	return 0;
+}
+
+int
+audit_reopen(struct audit *a)
+{
+	char why[512];
+
+	if (a == NULL)
+		return 0;
+	if (audit_switch(a, a->a_path, why, sizeof(why)) == -1) {
+		log_warnx("audit: reopen: %s; still writing to the old file",
+		    why);
+		return -1;
+	}
+	return 0;
+}
+
+/* A reloaded audit section, ready to take over (audit_prepare()). */
+struct audit_next {
+	struct audit_conf an_conf; /* an_conf.ac_path: ours, or NULL */
+	int an_fd;                 /* the new path's file, or -1 */
+	struct audit_tail an_t;
+};
+
+struct audit_next *
+audit_prepare(struct audit *a, const struct audit_conf *ac, char *why,
+    size_t whylen)
+{
+	struct audit_next *nx;
+
+	if (ac->ac_path == NULL || ac->ac_path[0] == '\0') {
+		snprintf(why, whylen, "audit.path: empty");
+		return NULL;
+	}
+	if ((nx = calloc(1, sizeof(*nx))) == NULL) {
+		snprintf(why, whylen, "audit: out of memory");
+		return NULL;
+	}
+	nx->an_conf = *ac;
+	nx->an_conf.ac_path = NULL;
+	nx->an_fd = -1;
+	if (a == NULL ||
+	    (a->a_path != NULL && strcmp(ac->ac_path, a->a_path) == 0))
+		return nx;
+	/* A new path: open it now, so that the commit cannot fail. */
+	if ((nx->an_conf.ac_path = strdup(ac->ac_path)) == NULL) {
+		snprintf(why, whylen, "audit: out of memory");
+		free(nx);
+		return NULL;
+	}
+	(void)audit_flush(a);
+	if (audit_switch_open(a, nx->an_conf.ac_path, &nx->an_fd, &nx->an_t,
+		why, whylen) == -1) {
+		audit_next_free(nx);
+		return NULL;
+	}
+	return nx;
+}
+
+void
+audit_next_free(struct audit_next *nx)
+{
+	if (nx == NULL)
+		return;
+	if (nx->an_fd != -1)
+		close(nx->an_fd);
+	free(nx->an_conf.ac_path);
+	free(nx);
+}
+
+void
+audit_apply(struct audit *a, struct audit_next *nx)
+{
+	char *oldpath;
+
+	if (a == NULL) {
+		audit_next_free(nx);
+		return;
+	}
+	a->a_fsync = nx->an_conf.ac_fsync;
+	a->a_chain = nx->an_conf.ac_chain;
+	a->a_allow = nx->an_conf.ac_on_error_allow;
+	if (a->a_allow && a->a_failed) {
+		/* "allow" has no failed state. */
+		a->a_failed = 0;
+		metrics_audit_failed(0);
+	}
+	if (nx->an_conf.ac_path != NULL) {
+		oldpath = a->a_path;
+		a->a_path = nx->an_conf.ac_path;
+		nx->an_conf.ac_path = NULL;
+		audit_switch_to(a, oldpath != NULL ? oldpath : "?", nx->an_fd,
+		    &nx->an_t);
+		nx->an_fd = -1;
+		free(oldpath);
+	}
+	audit_next_free(nx);
+}
+
+int
+audit_configure(struct audit *a, const struct audit_conf *ac, char *why,
+    size_t whylen)
+{
+	struct audit_next *nx;
+
+	if (a == NULL)
+		return 0;
+	if ((nx = audit_prepare(a, ac, why, whylen)) == NULL)
+		return -1;
+	audit_apply(a, nx);
+	return 0;
+}
+
+void
+audit_close(struct audit *a)
+{
+	if (a == NULL)
+		return;
+	(void)audit_flush(a);
+	if (a->a_timer != NULL)
+		event_free(a->a_timer);
+	if (a->a_flush != NULL)
+		event_free(a->a_flush);
+	if (a->a_unsynced && fsync(a->a_fd) == -1)
+		log_warn("audit: fsync of %s", a->a_path);
+	(void)audit_write_head(a);
+	close(a->a_fd);
+	free(a->a_pend);
+	free(a->a_head_path);
+	free(a->a_path);
+	free(a);
+}

@@ -1,0 +1,852 @@
+/*
+ * Prometheus metrics (docs/metrics.md): process-wide counters, gauges and
+ * histograms, rendered in the text exposition format 0.0.4, and the
+ * listener that serves them at GET /metrics and nothing else. Every label
+ * value comes from the policy (route audiences, capped at
+ * METRICS_MAX_ROUTES) or from fixed tables (reason codes), so the set of
+ * series is bounded whatever the sandbox sends. Callers count; this file
+ * only stores and renders.
+ */
+#include <sys/types.h>
+#include <sys/socket.h>
+
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <event2/util.h>
+
+#include "proxy/config/config.h"
+#include "proxy/http/http1.h"
+#include "proxy/ops/ops.h"
+#include "proxy/token/store.h"
+#include "proxy/util/utf8.h"
+#include "proxy/util/util.h"
+
+#define METRICS_ROUTE_NAME_MAX 128 /* bytes of a route label we keep */
+#define METRICS_SLOTS          (METRICS_MAX_ROUTES + 1) /* + route="" */
+#define METRICS_MAX_BUCKETS    16
+#define METRICS_TIMEOUT_S      10   /* a whole scrape, from accept */
+#define METRICS_MAX_HEADERS    8192 /* bytes of a scrape's header */
+#define METRICS_MAX_FIELDS     32   /* header fields of a scrape */
+#define METRICS_MAX_CONNS      16   /* scrapes at once; more: 503 */
+
+enum { M_DENY = 0, M_ALLOW = 1 };
+
+struct histogram {
+	const double *h_bounds; /* upper bounds, increasing; +Inf implied */
+	size_t h_nbounds;
+	uint64_t h_counts[METRICS_MAX_BUCKETS + 1]; /* not cumulative */
+	double h_sum;
+	uint64_t h_count;
+};
+
+/* Per route slot; slot METRICS_MAX_ROUTES is route="". */
+struct route_counters {
+	uint64_t rc_requests[2][REASON__COUNT];
+	uint64_t rc_tunnels[2][REASON__COUNT];
+	uint64_t rc_bytes_in;
+	uint64_t rc_bytes_out;
+};
+
+/* Fast requests and slow streamed completions both matter. */
+static const double metrics_req_bounds[] = { 0.005, 0.01, 0.025, 0.05, 0.1,
+	0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300 };
+/* Tunnels live as long as a client keeps its connection. */
+static const double metrics_tun_bounds[] = { 0.1, 1, 5, 10, 30, 60, 300, 900,
+	1800, 3600 };
+static const double metrics_net_bounds[] = { 0.001, 0.0025, 0.005, 0.01, 0.025,
+	0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 };
+
+/*
+ * All the state. The daemon is single-threaded (one libevent loop), so
+ * plain integers suffice.
+ */
+static struct {
+	char m_routes[METRICS_MAX_ROUTES][METRICS_ROUTE_NAME_MAX + 1];
+	size_t m_nroutes;
+	struct route_counters m_rc[METRICS_SLOTS];
+	struct histogram m_req_dur;
+	struct histogram m_tun_dur;
+	struct histogram m_connect;
+	struct histogram m_tls;
+	int64_t m_conn_active;
+	int64_t m_pool_idle;
+	uint64_t m_cache_hits;
+	uint64_t m_cache_misses;
+	uint64_t m_audit_errors;
+	int m_audit_failed;
+	uint64_t m_net_drops;
+	uint64_t m_rule_packets;
+	uint64_t m_rule_bytes;
+	uint64_t m_reloads[2]; /* [0] failed, [1] ok */
+} m;
+
+/*
+ * The listener: sluice's own strict parser (http1.c), one request per
+ * connection, at most METRICS_MAX_CONNS at once, each closed
+ * METRICS_TIMEOUT_S after accept whatever it does.
+ */
+struct metrics_conn {
+	struct metrics_conn *mc_next;
+	struct bufferevent *mc_bev;
+	struct event *mc_deadline;
+	size_t mc_scan;
+	int mc_done; /* answered: close once written */
+};
+
+static struct event_base *metrics_base;
+static struct evconnlistener *metrics_lev;
+static struct event *metrics_pause; /* resumes accepting */
+static char *metrics_unix_path;     /* unlinked at close */
+static struct metrics_conn *metrics_conns;
+static size_t metrics_nconns;
+static struct http1_hdr metrics_hdrs[METRICS_MAX_FIELDS];
+
+static void
+metrics_hist_init(struct histogram *h, const double *b, size_t n)
+{
+	memset(h, 0, sizeof(*h));
+	h->h_bounds = b;
+	h->h_nbounds = n;
+}
+
+void
+metrics_reset(void)
+{
+	memset(&m, 0, sizeof(m));
+	metrics_hist_init(&m.m_req_dur, metrics_req_bounds,
+	    SL_NELEM(metrics_req_bounds));
+	metrics_hist_init(&m.m_tun_dur, metrics_tun_bounds,
+	    SL_NELEM(metrics_tun_bounds));
+	metrics_hist_init(&m.m_connect, metrics_net_bounds,
+	    SL_NELEM(metrics_net_bounds));
+	metrics_hist_init(&m.m_tls, metrics_net_bounds,
+	    SL_NELEM(metrics_net_bounds));
+}
+
+/* The state starts zeroed; the histograms need their bounds. */
+static void
+metrics_init_once(void)
+{
+	if (m.m_req_dur.h_bounds == NULL)
+		metrics_reset();
+}
+
+static void
+metrics_observe(struct histogram *h, double v)
+{
+	size_t i;
+
+	metrics_init_once();
+	/* A clock step backwards or a NaN must not corrupt the sums. */
+	if (!(v >= 0) || isinf(v))
+		v = 0;
+	for (i = 0; i < h->h_nbounds; i++)
+		if (v <= h->h_bounds[i])
+			break;
+	h->h_counts[i]++;
+	h->h_sum += v;
+	h->h_count++;
+}
+
+static size_t
+metrics_slot(const char *route)
+{
+	size_t i;
+
+	if (route == NULL)
+		return METRICS_MAX_ROUTES;
+	for (i = 0; i < m.m_nroutes; i++)
+		if (strcmp(m.m_routes[i], route) == 0)
+			return i;
+	return METRICS_MAX_ROUTES;
+}
+
+void
+metrics_configure(const struct config *cf)
+{
+	size_t i;
+
+	metrics_init_once();
+	for (i = 0; cf != NULL && i < cf->cf_nroutes; i++) {
+		const char *aud = cf->cf_routes[i].rt_audience;
+
+		if (aud == NULL || aud[0] == '\0' ||
+		    strlen(aud) > METRICS_ROUTE_NAME_MAX ||
+		    metrics_slot(aud) != METRICS_MAX_ROUTES)
+			continue;
+		/*
+		 * Routes removed by a reload keep their slot, so a counter
+		 * never goes backwards; beyond the cap, new routes share
+		 * route="".
+		 */
+		if (m.m_nroutes == METRICS_MAX_ROUTES)
+			break;
+		memcpy(m.m_routes[m.m_nroutes], aud, strlen(aud) + 1);
+		m.m_nroutes++;
+	}
+}
+
+static void
+metrics_count(uint64_t (*tab)[REASON__COUNT], int allow, enum reason r)
+{
+	/* An out-of-range reason is a caller bug: never index with it. */
+	if ((unsigned)r < REASON__COUNT)
+		tab[allow ? M_ALLOW : M_DENY][r]++;
+}
+
+/* One completed request or tunnel (tunnel non-zero) of route. */
+static void
+metrics_exchange(const char *route, int tunnel, int allow, enum reason r,
+    uint64_t bytes_in, uint64_t bytes_out, double seconds)
+{
+	struct route_counters *rc;
+
+	metrics_init_once();
+	rc = &m.m_rc[metrics_slot(route)];
+	metrics_count(tunnel ? rc->rc_tunnels : rc->rc_requests, allow, r);
+	rc->rc_bytes_in += bytes_in;
+	rc->rc_bytes_out += bytes_out;
+	metrics_observe(tunnel ? &m.m_tun_dur : &m.m_req_dur, seconds);
+}
+
+void
+metrics_request(const char *route, int allow, enum reason r, uint64_t bytes_in,
+    uint64_t bytes_out, double seconds)
+{
+	metrics_exchange(route, 0, allow, r, bytes_in, bytes_out, seconds);
+}
+
+void
+metrics_tunnel(const char *route, int allow, enum reason r, uint64_t bytes_in,
+    uint64_t bytes_out, double seconds)
+{
+	metrics_exchange(route, 1, allow, r, bytes_in, bytes_out, seconds);
+}
+
+void
+metrics_upstream_connect(double seconds)
+{
+	metrics_observe(&m.m_connect, seconds);
+}
+
+void
+metrics_tls_handshake(double seconds)
+{
+	metrics_observe(&m.m_tls, seconds);
+}
+
+void
+metrics_conn_active(int delta)
+{
+	m.m_conn_active += delta;
+}
+
+void
+metrics_pool_idle(int delta)
+{
+	m.m_pool_idle += delta;
+}
+
+void
+metrics_token_cache(int hit)
+{
+	if (hit)
+		m.m_cache_hits++;
+	else
+		m.m_cache_misses++;
+}
+
+void
+metrics_audit_error(void)
+{
+	m.m_audit_errors++;
+}
+
+void
+metrics_audit_failed(int failed)
+{
+	m.m_audit_failed = failed != 0;
+}
+
+void
+metrics_net_drop(uint64_t count)
+{
+	m.m_net_drops += count;
+}
+
+void
+metrics_kernel_rule_drops(uint64_t packets, uint64_t bytes)
+{
+	m.m_rule_packets = packets;
+	m.m_rule_bytes = bytes;
+}
+
+void
+metrics_reload(int ok)
+{
+	m.m_reloads[ok ? 1 : 0]++;
+}
+
+/*
+ * Write a label value: backslash, quote and newline escaped as the format
+ * requires; other control bytes and bytes that are not UTF-8 (a policy may
+ * hold anything) become U+FFFD so the output stays valid UTF-8.
+ */
+static int
+metrics_label(struct evbuffer *b, const char *v)
+{
+	const unsigned char *p = (const unsigned char *)v;
+	size_t n = strlen(v), i = 0, k;
+	int rc = 0;
+
+	while (i < n && rc == 0) {
+		if (p[i] == '\\')
+			rc = evbuffer_add(b, "\\\\", 2);
+		else if (p[i] == '"')
+			rc = evbuffer_add(b, "\\\"", 2);
+		else if (p[i] == '\n')
+			rc = evbuffer_add(b, "\\n", 2);
+		else if (p[i] < 0x20 || p[i] == 0x7f ||
+		    (k = utf8_len(p + i, n - i)) == 0)
+			rc = evbuffer_add(b, "\xef\xbf\xbd", 3);
+		else {
+			rc = evbuffer_add(b, p + i, k);
+			i += k;
+			continue;
+		}
+		i++;
+	}
+	return rc;
+}
+
+static int
+metrics_family(struct evbuffer *b, const char *name, const char *type,
+    const char *help)
+{
+	return evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name,
+		   help, name, type) < 0 ?
+	    -1 :
+	    0;
+}
+
+static int
+metrics_simple(struct evbuffer *b, const char *name, const char *type,
+    const char *help, const char *value)
+{
+	if (metrics_family(b, name, type, help) == -1 ||
+	    evbuffer_add_printf(b, "%s %s\n", name, value) < 0)
+		return -1;
+	return 0;
+}
+
+static int
+metrics_u64(struct evbuffer *b, const char *name, const char *type,
+    const char *help, uint64_t v)
+{
+	char num[32];
+
+	snprintf(num, sizeof(num), "%" PRIu64, v);
+	return metrics_simple(b, name, type, help, num);
+}
+
+static const char *
+metrics_route_name(size_t slot)
+{
+	return slot < m.m_nroutes ? m.m_routes[slot] : "";
+}
+
+/* {route,decision,reason} counters, one series per non-zero value. */
+static int
+metrics_decisions(struct evbuffer *b, const char *name, const char *help,
+    int tunnels)
+{
+	size_t s;
+	int d, r;
+
+	if (metrics_family(b, name, "counter", help) == -1)
+		return -1;
+	for (s = 0; s < METRICS_SLOTS; s++) {
+		uint64_t(*tab)[REASON__COUNT] =
+		    tunnels ? m.m_rc[s].rc_tunnels : m.m_rc[s].rc_requests;
+
+		if (s >= m.m_nroutes && s != METRICS_MAX_ROUTES)
+			continue;
+		for (d = 1; d >= 0; d--)
+			for (r = 0; r < REASON__COUNT; r++) {
+				if (tab[d][r] == 0)
+					continue;
+				if (evbuffer_add_printf(b, "%s{route=\"",
+					name) < 0 ||
+				    metrics_label(b, metrics_route_name(s)) ||
+				    evbuffer_add_printf(b,
+					"\",decision=\"%s\",reason=\"%s\"} "
+					"%" PRIu64 "\n",
+					d == M_ALLOW ? "allow" : "deny",
+					reason_name((enum reason)r),
+					tab[d][r]) < 0)
+					return -1;
+			}
+	}
+	return 0;
+}
+
+static int
+metrics_bytes(struct evbuffer *b, const char *name, const char *help, int out)
+{
+	size_t s;
+
+	if (metrics_family(b, name, "counter", help) == -1)
+		return -1;
+	for (s = 0; s < METRICS_SLOTS; s++) {
+		uint64_t v =
+		    out ? m.m_rc[s].rc_bytes_out : m.m_rc[s].rc_bytes_in;
+
+		if (s >= m.m_nroutes && s != METRICS_MAX_ROUTES)
+			continue;
+		/* Configured routes always show; route="" once used. */
+		if (s == METRICS_MAX_ROUTES && v == 0)
+			continue;
+		if (evbuffer_add_printf(b, "%s{route=\"", name) < 0 ||
+		    metrics_label(b, metrics_route_name(s)) ||
+		    evbuffer_add_printf(b, "\"} %" PRIu64 "\n", v) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int
+metrics_histogram(struct evbuffer *b, const char *name, const char *help,
+    const struct histogram *h)
+{
+	uint64_t cum = 0;
+	size_t i;
+
+	if (metrics_family(b, name, "histogram", help) == -1)
+		return -1;
+	for (i = 0; i < h->h_nbounds; i++) {
+		cum += h->h_counts[i];
+		if (evbuffer_add_printf(b, "%s_bucket{le=\"%g\"} %" PRIu64 "\n",
+			name, h->h_bounds[i], cum) < 0)
+			return -1;
+	}
+	cum += h->h_counts[h->h_nbounds];
+	if (evbuffer_add_printf(b,
+		"%s_bucket{le=\"+Inf\"} %" PRIu64 "\n%s_sum %.9g\n"
+		"%s_count %" PRIu64 "\n",
+		name, cum, name, h->h_sum, name, h->h_count) < 0)
+		return -1;
+	return 0;
+}
+
+int
+metrics_render(struct evbuffer *b)
+{
+	char num[32];
+
+	metrics_init_once();
+	if (metrics_family(b, "sluice_build_info", "gauge",
+		"Build information; the value is always 1.") == -1 ||
+	    evbuffer_add_printf(b, "sluice_build_info{version=\"") < 0 ||
+	    metrics_label(b, SLUICE_VERSION) ||
+	    evbuffer_add_printf(b, "\"} 1\n") < 0)
+		return -1;
+	if (metrics_decisions(b, "sluice_requests_total",
+		"HTTP requests by route, decision and reason.", 0) == -1 ||
+	    metrics_decisions(b, "sluice_tunnels_total",
+		"CONNECT tunnels by route, decision and reason.", 1) == -1 ||
+	    metrics_bytes(b, "sluice_bytes_in_total",
+		"Bytes received from sandbox clients, by route.", 0) == -1 ||
+	    metrics_bytes(b, "sluice_bytes_out_total",
+		"Bytes sent to sandbox clients, by route.", 1) == -1)
+		return -1;
+	if (metrics_histogram(b, "sluice_request_duration_seconds",
+		"Time from a request's first byte to the end of its response.",
+		&m.m_req_dur) == -1 ||
+	    metrics_histogram(b, "sluice_tunnel_duration_seconds",
+		"Lifetime of CONNECT tunnels.", &m.m_tun_dur) == -1 ||
+	    metrics_histogram(b, "sluice_upstream_connect_seconds",
+		"TCP connect time to upstreams.", &m.m_connect) == -1 ||
+	    metrics_histogram(b, "sluice_upstream_tls_handshake_seconds",
+		"TLS handshake time with upstreams.", &m.m_tls) == -1)
+		return -1;
+	snprintf(num, sizeof(num), "%" PRId64, m.m_conn_active);
+	if (metrics_simple(b, "sluice_connections_active", "gauge",
+		"Client connections open now.", num) == -1)
+		return -1;
+	snprintf(num, sizeof(num), "%" PRId64, m.m_pool_idle);
+	if (metrics_simple(b, "sluice_upstream_pool_idle_connections", "gauge",
+		"Idle upstream connections kept for reuse.", num) == -1)
+		return -1;
+	if (metrics_u64(b, "sluice_token_cache_hits_total", "counter",
+		"Token verifications answered from the cache.",
+		m.m_cache_hits) == -1 ||
+	    metrics_u64(b, "sluice_token_cache_misses_total", "counter",
+		"Token verifications that ran the signature check.",
+		m.m_cache_misses) == -1 ||
+	    metrics_u64(b, "sluice_audit_write_errors_total", "counter",
+		"Audit log writes or fsyncs that failed.",
+		m.m_audit_errors) == -1 ||
+	    metrics_u64(b, "sluice_audit_failed", "gauge",
+		"1 while the audit log is in the failed state (requests are "
+		"refused).",
+		(uint64_t)m.m_audit_failed) == -1 ||
+	    metrics_u64(b, "sluice_kernel_drops_total", "counter",
+		"Packets dropped by the kernel rules, as reported by NFLOG.",
+		m.m_net_drops) == -1 ||
+	    metrics_u64(b, "sluice_kernel_drop_rule_packets_total", "counter",
+		"Packets counted by the drop rules' own counters.",
+		m.m_rule_packets) == -1 ||
+	    metrics_u64(b, "sluice_kernel_drop_rule_bytes_total", "counter",
+		"Bytes counted by the drop rules' own counters.",
+		m.m_rule_bytes) == -1)
+		return -1;
+	if (metrics_family(b, "sluice_policy_reloads_total", "counter",
+		"Policy reloads by outcome.") == -1 ||
+	    evbuffer_add_printf(b,
+		"sluice_policy_reloads_total{outcome=\"ok\"} %" PRIu64 "\n"
+		"sluice_policy_reloads_total{outcome=\"failed\"} %" PRIu64 "\n",
+		m.m_reloads[1], m.m_reloads[0]) < 0)
+		return -1;
+	return 0;
+}
+
+static void
+metrics_conn_free(struct metrics_conn *mc)
+{
+	struct metrics_conn **pp;
+
+	for (pp = &metrics_conns; *pp != NULL; pp = &(*pp)->mc_next)
+		if (*pp == mc) {
+			*pp = mc->mc_next;
+			break;
+		}
+	metrics_nconns--;
+	if (mc->mc_deadline != NULL)
+		event_free(mc->mc_deadline);
+	bufferevent_free(mc->mc_bev);
+	free(mc);
+}
+
+/* A whole response with Connection: close; the connection ends after. */
+static void
+metrics_reply(struct metrics_conn *mc, const char *status, const char *extra,
+    struct evbuffer *body)
+{
+	struct evbuffer *out = bufferevent_get_output(mc->mc_bev);
+	size_t blen = body != NULL ? evbuffer_get_length(body) : 0;
+
+	mc->mc_done = 1;
+	bufferevent_disable(mc->mc_bev, EV_READ);
+	if (evbuffer_add_printf(out,
+		"HTTP/1.1 %s\r\n"
+		"Content-Type: %s\r\n"
+		"Cache-Control: no-store\r\n"
+		"%s"
+		"Content-Length: %zu\r\n"
+		"Connection: close\r\n"
+		"\r\n",
+		status,
+		body != NULL ? "text/plain; version=0.0.4; charset=utf-8" :
+			       "text/plain; charset=utf-8",
+		extra, blen) < 0 ||
+	    (body != NULL && evbuffer_add_buffer(out, body) == -1)) {
+		metrics_conn_free(mc);
+		return;
+	}
+	bufferevent_enable(mc->mc_bev, EV_WRITE);
+}
+
+/*
+ * The only resource served. Any other path is a 404, any other method on
+ * /metrics a 405, a request with a body a 413; no query or header changes
+ * the answer. A request that breaks HTTP/1.1 is a 400.
+ */
+static void
+metrics_serve(struct metrics_conn *mc, const struct http1_msg *rq)
+{
+	const char *q;
+	size_t plen;
+	struct evbuffer *body;
+
+	q = memchr(rq->target, '?', rq->target_len);
+	plen = q != NULL ? (size_t)(q - rq->target) : rq->target_len;
+	if (plen != 8 || memcmp(rq->target, "/metrics", 8) != 0) {
+		metrics_reply(mc, "404 Not Found", "", NULL);
+		return;
+	}
+	if (rq->method_len != 3 || memcmp(rq->method, "GET", 3) != 0) {
+		metrics_reply(mc, "405 Method Not Allowed", "Allow: GET\r\n",
+		    NULL);
+		return;
+	}
+	if (rq->body == HTTP1_BODY_CHUNKED ||
+	    (rq->body == HTTP1_BODY_LENGTH && rq->content_length > 0)) {
+		metrics_reply(mc, "413 Content Too Large", "", NULL);
+		return;
+	}
+	if ((body = evbuffer_new()) == NULL || metrics_render(body) == -1) {
+		if (body != NULL)
+			evbuffer_free(body);
+		metrics_reply(mc, "500 Internal Server Error", "", NULL);
+		return;
+	}
+	metrics_reply(mc, "200 OK", "", body);
+	evbuffer_free(body);
+}
+
+static void
+metrics_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct metrics_conn *mc = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct http1_msg rq;
+	size_t len = evbuffer_get_length(in), n;
+	const char *p;
+	ssize_t rc;
+
+	if (mc->mc_done) {
+		evbuffer_drain(in, len);
+		return;
+	}
+	n = len < METRICS_MAX_HEADERS ? len : METRICS_MAX_HEADERS;
+	if ((p = (const char *)evbuffer_pullup(in, (ssize_t)n)) == NULL) {
+		metrics_conn_free(mc);
+		return;
+	}
+	memset(&rq, 0, sizeof(rq));
+	rq.hdrs = metrics_hdrs;
+	rq.max_hdrs = METRICS_MAX_FIELDS;
+	rc = http1_parse_request(&rq, p, n, mc->mc_scan);
+	mc->mc_scan = n;
+	if (rc == -2) {
+		if (n >= METRICS_MAX_HEADERS)
+			metrics_reply(mc, "431 Request Header Fields Too Large",
+			    "", NULL);
+		return;
+	}
+	if (rc == -1) {
+		metrics_reply(mc,
+		    http1_err_status(rq.err) == 431 ?
+			"431 Request Header Fields Too Large" :
+			"400 Bad Request",
+		    "", NULL);
+		return;
+	}
+	metrics_serve(mc, &rq);
+}
+
+static void
+metrics_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct metrics_conn *mc = arg;
+
+	if (mc->mc_done &&
+	    evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		metrics_conn_free(mc);
+}
+
+static void
+metrics_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	(void)what;
+	metrics_conn_free(arg);
+}
+
+static void
+metrics_deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	metrics_conn_free(arg);
+}
+
+static void
+metrics_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
+    struct sockaddr *sa, int salen, void *arg)
+{
+	static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\n"
+				   "Content-Length: 0\r\n"
+				   "Connection: close\r\n\r\n";
+	struct timeval tv = { METRICS_TIMEOUT_S, 0 };
+	struct metrics_conn *mc;
+
+	(void)lev;
+	(void)sa;
+	(void)salen;
+	(void)arg;
+	if (metrics_nconns >= METRICS_MAX_CONNS) {
+		char drop[512];
+		int i;
+
+		/*
+		 * Best effort on a fresh socket; never waits. What already
+		 * arrived is read first: closing over unread bytes resets
+		 * the connection, and the answer with it.
+		 */
+		for (i = 0;
+		     i < 16 && recv(fd, drop, sizeof(drop), MSG_DONTWAIT) > 0;
+		     i++)
+			;
+		(void)send(fd, busy, sizeof(busy) - 1,
+		    MSG_DONTWAIT | MSG_NOSIGNAL);
+		close(fd);
+		return;
+	}
+	if ((mc = calloc(1, sizeof(*mc))) == NULL) {
+		close(fd);
+		return;
+	}
+	(void)evutil_make_socket_nonblocking(fd);
+	mc->mc_bev =
+	    bufferevent_socket_new(metrics_base, fd, BEV_OPT_CLOSE_ON_FREE);
+	mc->mc_deadline = evtimer_new(metrics_base, metrics_deadline_cb, mc);
+	if (mc->mc_bev == NULL || mc->mc_deadline == NULL ||
+	    evtimer_add(mc->mc_deadline, &tv) == -1) {
+		if (mc->mc_bev != NULL)
+			bufferevent_free(mc->mc_bev);
+		else
+			close(fd);
+		if (mc->mc_deadline != NULL)
+			event_free(mc->mc_deadline);
+		free(mc);
+		return;
+	}
+	mc->mc_next = metrics_conns;
+	metrics_conns = mc;
+	metrics_nconns++;
+	bufferevent_setcb(mc->mc_bev, metrics_read_cb, metrics_write_cb,
+	    metrics_event_cb, mc);
+	bufferevent_setwatermark(mc->mc_bev, EV_READ, 0, METRICS_MAX_HEADERS);
+	bufferevent_enable(mc->mc_bev, EV_READ);
+}
+
+static unsigned int
+metrics_port(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)ss)->sin_port);
+	if (ss->ss_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+	return 0;
+}
+
+static void
+metrics_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	if (metrics_lev != NULL)
+		evconnlistener_enable(metrics_lev);
+}
+
+/*
+ * EMFILE and friends: stop accepting for a second rather than spin on a
+ * connection that cannot be accepted (httpd, tmux).
+ */
+static void
+metrics_accept_error_cb(struct evconnlistener *lev, void *arg)
+{
+	struct timeval tv = { 1, 0 };
+
+	(void)arg;
+	log_warn("metrics: accept");
+	evconnlistener_disable(lev);
+	if (metrics_pause != NULL)
+		evtimer_add(metrics_pause, &tv);
+}
+
+int
+metrics_listen(struct event_base *base, const char *listen, char *why,
+    size_t whylen)
+{
+	struct sockaddr_storage ss;
+	struct evconnlistener *lev = NULL;
+	int sslen = (int)sizeof(ss);
+	evutil_socket_t fd;
+
+	metrics_init_once();
+	if (metrics_lev != NULL) {
+		snprintf(why, whylen, "metrics.listen: already listening");
+		return -1;
+	}
+	metrics_base = base;
+
+	if (strncmp(listen, "unix:", 5) == 0) {
+		if ((fd = unixsock_listen(listen + 5, 0600, (uid_t)-1, why,
+			 whylen)) == -1)
+			goto fail;
+		if ((metrics_unix_path = strdup(listen + 5)) == NULL) {
+			close(fd);
+			unlink(listen + 5);
+			snprintf(why, whylen, "metrics.listen: out of memory");
+			goto fail;
+		}
+		lev = evconnlistener_new(base, metrics_accept_cb, NULL,
+		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+		if (lev == NULL)
+			close(fd);
+	} else {
+		memset(&ss, 0, sizeof(ss));
+		if (evutil_parse_sockaddr_port(listen, (struct sockaddr *)&ss,
+			&sslen) == -1 ||
+		    strchr(listen, ':') == NULL || metrics_port(&ss) == 0) {
+			snprintf(why, whylen,
+			    "metrics.listen: %s: want host:port or unix:/path",
+			    listen);
+			goto fail;
+		}
+		lev = evconnlistener_new_bind(base, metrics_accept_cb, NULL,
+		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC |
+			LEV_OPT_REUSEABLE,
+		    -1, (struct sockaddr *)&ss, sslen);
+	}
+	if (lev == NULL) {
+		snprintf(why, whylen, "metrics.listen: %s: %s", listen,
+		    strerror(errno));
+		goto fail;
+	}
+	metrics_lev = lev;
+	if ((metrics_pause = evtimer_new(base, metrics_resume_cb, NULL)) ==
+	    NULL) {
+		snprintf(why, whylen, "metrics.listen: out of memory");
+		goto fail;
+	}
+	evconnlistener_set_error_cb(lev, metrics_accept_error_cb);
+	return 0;
+fail:
+	metrics_close();
+	return -1;
+}
+
+void
+metrics_close(void)
+{
+	if (metrics_pause != NULL)
+		event_free(metrics_pause);
+	metrics_pause = NULL;
+	while (metrics_conns != NULL)
+		metrics_conn_free(metrics_conns);
+	if (metrics_lev != NULL)
+		evconnlistener_free(metrics_lev);
+	metrics_lev = NULL;
+	if (metrics_unix_path != NULL) {
+		unlink(metrics_unix_path);
+		free(metrics_unix_path);
+	}
+	metrics_unix_path = NULL;
+}

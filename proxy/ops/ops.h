@@ -1,0 +1,199 @@
+/*
+ * ops: what operators read and drive: the audit log, metrics, the admin
+ * socket.
+ */
+#ifndef SLUICE_OPS_H
+#define SLUICE_OPS_H
+
+#include <sys/types.h>
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "proxy/config/config.h"
+#include "proxy/http/reason.h"
+
+struct event_base;
+struct evbuffer;
+struct revocations;
+
+/*
+ * audit.c: the JSON Lines audit log (DESIGN.md "Audit log", docs/audit.md).
+ * A line is built with audit_begin(), audit_add_*() and audit_commit().
+ * Strings (which often come from the sandbox) are escaped so that every line
+ * is valid JSON and valid UTF-8 whatever bytes they hold; each string value
+ * is capped at AUDIT_VALUE_MAX bytes of output. Single-threaded: one line
+ * buffer per struct audit, used from the libevent loop only. Every
+ * function accepts a NULL writer and then does nothing (commit returns 0).
+ * IMPORTANT: never pass a token, a secret, an Authorization or
+ * Proxy-Authorization value or a body to any audit_add_*() call.
+ */
+#define AUDIT_VALUE_MAX 2048  /* bytes of one escaped string value */
+#define AUDIT_LINE_MAX  65536 /* bytes of one line, newline included */
+
+struct audit;
+/*
+ * Open (or create, mode 0640) conf->ac_path for appending and resume the
+ * chain: from the last complete line of the file, else from
+ * <state_dir>/audit.head (state_dir may be NULL), else seq 1 with a zero
+ * prev. A partial last line is cut off and an audit.truncated line written.
+ * base (may be NULL) drives the fsync "interval" timer; close the writer
+ * before freeing it. Returns the writer, or NULL with why set ("path:
+ * reason"), also when the last line is not an audit line.
+ */
+struct audit *audit_open(const struct audit_conf *, const char *state_dir,
+    struct event_base *base, char *why, size_t whylen);
+/*
+ * SIGUSR1: write audit.head, then reopen the configured path (a new file
+ * after rotation); the chain continues from memory. On failure the old
+ * file stays in use and -1 is returned.
+ */
+int audit_reopen(struct audit *);
+/* Write the chain head to <state_dir>/audit.head, fsync, close and free. */
+void audit_close(struct audit *);
+/* Non-zero while in the failed state with on_error "deny". */
+int audit_failed(const struct audit *);
+/*
+ * Apply a reloaded audit section: fsync, chain and on_error take effect at
+ * once; a new path is opened (as audit_reopen) before the old one is closed.
+ * Returns 0, or -1 with why set (the old settings stay).
+ */
+int audit_configure(struct audit *, const struct audit_conf *, char *why,
+    size_t whylen);
+/*
+ * audit_configure() in two steps, for an all-or-nothing reload: prepare
+ * checks the section and opens a new path (nothing of the audit changes;
+ * NULL with why on failure); apply takes it over and cannot fail; free
+ * drops a prepared one unused. Both consume nx.
+ */
+struct audit_next;
+struct audit_next *audit_prepare(struct audit *, const struct audit_conf *,
+    char *why, size_t whylen);
+void audit_apply(struct audit *, struct audit_next *nx);
+void audit_next_free(struct audit_next *nx);
+/* Start a line: ts, seq, event and (with chain) prev. */
+void audit_begin(struct audit *, const char *event);
+/* Add a string field; val holds len arbitrary bytes (escaped, capped). */
+void
+audit_add_str(struct audit *, const char *key, const char *val, size_t len);
+/* As audit_add_str for a NUL-terminated string; NULL adds nothing. */
+void audit_add_cstr(struct audit *, const char *key, const char *val);
+void audit_add_int(struct audit *, const char *key, int64_t val);
+void audit_add_uint(struct audit *, const char *key, uint64_t val);
+void audit_add_bool(struct audit *, const char *key, int val);
+/* Add len bytes as a lower-case hex string (e.g. a SHA-256). */
+void audit_add_hex(struct audit *, const char *key, const unsigned char *p,
+    size_t len);
+/*
+ * Write the line begun by audit_begin(). Returns 0, or -1 when the line
+ * could not be written: it is then dropped (seq and prev do not advance),
+ * the error is counted, and with on_error "deny" the writer enters the
+ * failed state, which the next successful write ends. With fsync "always"
+ * the line is on disk when 0 is returned.
+ */
+int audit_commit(struct audit *);
+/*
+ * Make every committed line durable now (fsync if anything is pending).
+ * Returns 0, or -1 on failure or while in the failed state.
+ */
+int audit_sync(struct audit *);
+/* The chain head: seq of the last line and its SHA-256 in hex (65 bytes). */
+void audit_head(const struct audit *, uint64_t *seq, char hex[65]);
+/*
+ * One policy.load / policy.reload / policy.reload_failed line: sha256 (32
+ * bytes, may be NULL when the file could not be read) and error (NULL on
+ * success). Returns as audit_commit().
+ */
+int audit_policy_event(struct audit *, const char *event,
+    const unsigned char *sha256, const char *error);
+
+/*
+ * cmd_audit.c: "sluice audit verify [--head FILE] FILE...". audit_verify()
+ * checks the files in order (JSON objects, seq +1 per line, the prev hash
+ * chain); "-" reads stdin. head (may be NULL) is an audit.head file whose
+ * line must be among the files with that hash. Returns SL_EXIT_OK after
+ * printing a summary line to out, or SL_EXIT_INVALID after printing
+ * "FILE:LINE: why" for the first break to err.
+ */
+int audit_verify(const char *const *files, size_t nfiles, const char *head,
+    FILE *out, FILE *err);
+
+/*
+ * metrics.c: counters and histograms, and the /metrics listener in the
+ * Prometheus text format 0.0.4 (docs/metrics.md). Single-threaded, global.
+ * Route labels are the audiences given to metrics_configure(); any other
+ * route name (and NULL) is counted under route="" so the set stays bounded.
+ */
+#define METRICS_MAX_ROUTES 64
+
+/* Register the policy's route audiences as labels (kept across reloads). */
+void metrics_configure(const struct config *);
+void metrics_request(const char *route, int allow, enum reason,
+    uint64_t bytes_in, uint64_t bytes_out, double seconds);
+void metrics_tunnel(const char *route, int allow, enum reason,
+    uint64_t bytes_in, uint64_t bytes_out, double seconds);
+void metrics_upstream_connect(double seconds);
+void metrics_tls_handshake(double seconds);
+void metrics_conn_active(int delta);
+void metrics_pool_idle(int delta);
+void metrics_token_cache(int hit);
+void metrics_audit_error(void);
+/* The audit writer's failed state (a gauge), set by audit.c. */
+void metrics_audit_failed(int failed);
+/* Dropped packets reported by NFLOG events (added). */
+void metrics_net_drop(uint64_t count);
+/* The drop rules' own counters, as last read from the kernel (absolute). */
+void metrics_kernel_rule_drops(uint64_t packets, uint64_t bytes);
+void metrics_reload(int ok);
+/*
+ * Serve GET /metrics on listen ("host:port", or "unix:/path" created with
+ * mode 0600). Returns 0, or -1 with why set.
+ */
+int metrics_listen(struct event_base *, const char *listen, char *why,
+    size_t whylen);
+/* Close the listener (and unlink its unix socket); counters stay. */
+void metrics_close(void);
+/* Render every family into buf (also used by the unit tests). 0 or -1. */
+int metrics_render(struct evbuffer *buf);
+/* Zero every counter and forget the routes (unit tests). */
+void metrics_reset(void);
+
+/*
+ * admin.c: the admin unix socket (mode 0600, owner uid): one command line
+ * per connection (status, reload, revoke <jti>), answered with text lines,
+ * then closed. Only root and the owner uid may use it (SO_PEERCRED).
+ */
+#define ADMIN_LINE_MAX 512 /* bytes of a command line, newline included */
+
+/*
+ * What a command does, with ao_arg passed to each operation; the daemon
+ * gives its own (daemon.c), the unit tests fakes.
+ */
+struct admin_ops {
+	void (*ao_status)(void *arg, struct evbuffer *out);
+	void (*ao_reload)(void *arg);
+	/* Revoke jti for peer uid; 0, or -1 with why set. */
+	int (*ao_revoke)(void *arg, const char *jti, uid_t uid, char *why,
+	    size_t whylen);
+	void *ao_arg;
+};
+/* Serve ops (kept until admin_close()) on the socket at path. */
+int admin_open(struct event_base *, const char *path, uid_t owner,
+    const struct admin_ops *ops, char *why, size_t whylen);
+void admin_close(void);
+/*
+ * The revoke operation of the daemon: persist jti in revs, then leave a
+ * token.revoke line in a (may be NULL). 0, or -1 with why set.
+ */
+int admin_revoke(struct revocations *revs, struct audit *a, const char *jti,
+    uid_t uid, char *why, size_t whylen);
+/*
+ * Run one command line (without its newline) from peer uid and append the
+ * answer lines to out. Returns 0 when the command succeeded, -1 otherwise
+ * (the answer then starts with "error: ").
+ */
+int admin_dispatch(const struct admin_ops *, const char *line, size_t len,
+    uid_t uid, struct evbuffer *out);
+
+#endif

@@ -1,0 +1,301 @@
+/*
+ * The one place where requests are allowed or denied (STYLE.md §6). Pure:
+ * no I/O, no clock, no libevent; the caller gathers the facts (token stage
+ * 1, revocation, budget, audit state) into a struct req_view. Every path
+ * that does not reach the end of policy_decide() denies.
+ */
+#include <sys/socket.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <string.h>
+
+#include "proxy/config/config.h"
+#include "proxy/http/http1.h"
+#include "proxy/policy/policy.h"
+#include "proxy/util/util.h"
+
+/* Host equality: IPv6 literals by value, everything else case-insensitive. */
+static int
+host_eq(const char *a, size_t alen, const char *b, size_t blen)
+{
+	struct in6_addr x, y;
+	char sa[INET6_ADDRSTRLEN], sb[INET6_ADDRSTRLEN];
+
+	if (alen < sizeof(sa) && blen < sizeof(sb) && memchr(a, ':', alen) &&
+	    memchr(b, ':', blen)) {
+		memcpy(sa, a, alen);
+		sa[alen] = '\0';
+		memcpy(sb, b, blen);
+		sb[blen] = '\0';
+		if (inet_pton(AF_INET6, sa, &x) == 1 &&
+		    inet_pton(AF_INET6, sb, &y) == 1)
+			return memcmp(&x, &y, sizeof(x)) == 0;
+	}
+	return uri_host_eq(a, alen, b, blen);
+}
+
+/*
+ * The upstream's own host selects its route: on any port for an
+ * absolute-form request (sluice connects to the configured upstream, not
+ * to what the client wrote), on the upstream's port for a CONNECT.
+ */
+static int
+upstream_selects(const struct route *rt, const struct uri *u, int connect)
+{
+	const struct upstream_conf *uc = &rt->rt_up;
+
+	return host_eq(u->host, u->host_len, uc->uc_host,
+		   strlen(uc->uc_host)) &&
+	    (!connect || u->port == uc->uc_port);
+}
+
+/* An alias in hosts selects its route on any port, never for CONNECT. */
+static int
+alias_selects(const struct route *rt, const struct uri *u, int connect)
+{
+	size_t h;
+
+	/*
+	 * Aliases name the route, not a destination: sluice always connects
+	 * to the upstream, so the port the client wrote does not matter. A
+	 * tunnel would reach the upstream under a name its certificate does
+	 * not carry, so CONNECT takes none.
+	 */
+	if (connect)
+		return 0;
+	for (h = 0; h < rt->rt_nhosts; h++)
+		if (host_eq(u->host, u->host_len, rt->rt_hosts[h],
+			strlen(rt->rt_hosts[h])))
+			return 1;
+	return 0;
+}
+
+const struct route *
+policy_route_for(const struct config *cf, const struct uri *u, int connect)
+{
+	size_t i;
+
+	if (u == NULL || u->host == NULL)
+		return NULL;
+	for (i = 0; i < cf->cf_nroutes; i++) {
+		const struct route *rt = &cf->cf_routes[i];
+
+		if (upstream_selects(rt, u, connect) ||
+		    alias_selects(rt, u, connect))
+			return rt;
+	}
+	return NULL;
+}
+
+/*
+ * Routes may share an upstream (config.c keeps hosts unique, so an alias
+ * selects one route). Among the routes the target's upstream host
+ * selects, starting at first, the first (in policy order) whose audience
+ * the token carries. Claims that fail for another reason than the
+ * audience fail the same way on every route: that reason comes first.
+ * *rtp is NULL when no route of the group takes the token.
+ */
+static enum reason
+pick_shared(const struct config *cf, const struct req_view *v,
+    const struct route *first, int64_t now, const struct route **rtp)
+{
+	const struct uri *u = v->rv_uri;
+	size_t i = (size_t)(first - cf->cf_routes);
+	enum reason r, wrong = REASON_TOKEN_WRONG_AUDIENCE;
+	size_t n = 0;
+
+	*rtp = first;
+	if (!upstream_selects(first, u, v->rv_connect))
+		return token_check_claims(v->rv_claims, &cf->cf_tokens.tc_rules,
+		    first->rt_audience, now);
+	for (; i < cf->cf_nroutes; i++) {
+		const struct route *rt = &cf->cf_routes[i];
+
+		if (!upstream_selects(rt, u, v->rv_connect))
+			continue;
+		n++;
+		r = token_check_claims(v->rv_claims, &cf->cf_tokens.tc_rules,
+		    rt->rt_audience, now);
+		if (r != wrong) {
+			*rtp = rt;
+			return r;
+		}
+	}
+	/* One route: it is the one refused; several: none of them is. */
+	if (n > 1)
+		*rtp = NULL;
+	return wrong;
+}
+
+uint64_t
+policy_budget_limit(const struct route *rt, const struct token_claims *c)
+{
+	uint64_t a = rt->rt_max_requests, b = c->max_requests;
+
+	if (a == 0)
+		return b;
+	if (b == 0)
+		return a;
+	return a < b ? a : b;
+}
+
+static int
+method_allowed(const struct route *rt, const char *m, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < rt->rt_nmethods; i++)
+		if (strlen(rt->rt_methods[i]) == len &&
+		    memcmp(rt->rt_methods[i], m, len) == 0)
+			return 1;
+	return 0;
+}
+
+static int
+path_allowed(const struct route *rt, const char *p, size_t len)
+{
+	size_t i, bad;
+
+	/* Refuse rather than normalize: a normalizer that disagrees with
+	 * the upstream's is a way around the prefixes (DESIGN.md "Paths"). */
+	if (path_check(p, len, &bad) == -1)
+		return 0;
+	for (i = 0; i < rt->rt_nprefixes; i++)
+		if (path_has_prefix(p, len, rt->rt_prefixes[i],
+			strlen(rt->rt_prefixes[i])))
+			return 1;
+	return 0;
+}
+
+enum reason
+policy_decide(const struct config *cf, const struct req_view *v, int64_t now,
+    struct decision *out)
+{
+	const struct route *rt;
+	const struct uri *u = v->rv_uri;
+	enum reason r;
+
+	memset(out, 0, sizeof(*out));
+	out->de_reason = REASON_BAD_REQUEST;
+	if (v->rv_listener == NULL || u == NULL)
+		return out->de_reason;
+
+	/* Nothing goes upstream while the record of it cannot be written. */
+	if (v->rv_audit_failed)
+		return out->de_reason = REASON_AUDIT_UNAVAILABLE;
+
+	/* An unauthenticated client learns nothing about the routes. */
+	if (v->rv_token != REASON_OK)
+		return out->de_reason = v->rv_token;
+	if (v->rv_claims == NULL)
+		return out->de_reason = REASON_TOKEN_MALFORMED;
+
+	if (v->rv_listener->lc_type == LISTENER_REVERSE) {
+		if (v->rv_connect || u->form != URI_ORIGIN ||
+		    v->rv_listener->lc_route_idx >= cf->cf_nroutes)
+			return out->de_reason = REASON_BAD_REQUEST;
+		rt = &cf->cf_routes[v->rv_listener->lc_route_idx];
+	} else {
+		if (u->form != (v->rv_connect ? URI_AUTHORITY : URI_ABSOLUTE))
+			return out->de_reason = REASON_BAD_REQUEST;
+		rt = policy_route_for(cf, u, v->rv_connect);
+	}
+	if (rt == NULL)
+		return out->de_reason = REASON_ROUTE_NOT_FOUND;
+
+	if (v->rv_listener->lc_type == LISTENER_REVERSE)
+		r = token_check_claims(v->rv_claims, &cf->cf_tokens.tc_rules,
+		    rt->rt_audience, now);
+	else
+		r = pick_shared(cf, v, rt, now, &rt);
+	out->de_route = rt;
+	if (r != REASON_OK)
+		return out->de_reason = r;
+	if (v->rv_revoked)
+		return out->de_reason = REASON_TOKEN_REVOKED;
+
+	if (v->rv_connect) {
+		if (!rt->rt_connect)
+			return out->de_reason = REASON_METHOD_NOT_ALLOWED;
+	} else {
+		if (!method_allowed(rt, v->rv_method, v->rv_method_len))
+			return out->de_reason = REASON_METHOD_NOT_ALLOWED;
+		if (!path_allowed(rt, u->path, u->path_len))
+			return out->de_reason = REASON_PATH_NOT_ALLOWED;
+	}
+
+	out->de_budget_limit = policy_budget_limit(rt, v->rv_claims);
+	if (out->de_budget_limit != 0 &&
+	    v->rv_budget_used >= out->de_budget_limit)
+		return out->de_reason = REASON_BUDGET_EXHAUSTED;
+
+	return out->de_reason = REASON_OK;
+}
+
+/* An IPv4-mapped IPv6 destination is the IPv4 address it carries. */
+static const struct sockaddr *
+unmap(const struct sockaddr *sa, struct sockaddr_in *tmp)
+{
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+
+	if (sa->sa_family != AF_INET6 || !IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
+		return sa;
+	memset(tmp, 0, sizeof(*tmp));
+	tmp->sin_family = AF_INET;
+	tmp->sin_port = s6->sin6_port;
+	memcpy(&tmp->sin_addr, &s6->sin6_addr.s6_addr[12], 4);
+	return (const struct sockaddr *)tmp;
+}
+
+static int
+same_endpoint(const struct sockaddr *a, const struct sockaddr_storage *l)
+{
+	if (a->sa_family != l->ss_family)
+		return 0;
+	if (a->sa_family == AF_INET) {
+		const struct sockaddr_in *x = (const struct sockaddr_in *)a;
+		const struct sockaddr_in *y = (const struct sockaddr_in *)l;
+
+		return x->sin_port == y->sin_port &&
+		    (y->sin_addr.s_addr == htonl(INADDR_ANY) ||
+			x->sin_addr.s_addr == y->sin_addr.s_addr);
+	}
+	if (a->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *x = (const struct sockaddr_in6 *)a;
+		const struct sockaddr_in6 *y = (const struct sockaddr_in6 *)l;
+
+		return x->sin6_port == y->sin6_port &&
+		    (IN6_IS_ADDR_UNSPECIFIED(&y->sin6_addr) ||
+			memcmp(&x->sin6_addr, &y->sin6_addr, 16) == 0);
+	}
+	return 0;
+}
+
+enum reason
+policy_check_addr(const struct config *cf, const struct route *rt,
+    const struct sockaddr *sa)
+{
+	size_t i;
+	struct sockaddr_in tmp;
+
+	if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)
+		return REASON_DESTINATION_DENIED;
+	if (!rt->rt_up.uc_allow_private && addr_private(sa))
+		return REASON_DESTINATION_DENIED;
+	sa = unmap(sa, &tmp);
+	/* Connecting to an unspecified address reaches this host: a loop. */
+	if ((sa->sa_family == AF_INET &&
+		((const struct sockaddr_in *)sa)->sin_addr.s_addr ==
+		    htonl(INADDR_ANY)) ||
+	    (sa->sa_family == AF_INET6 &&
+		IN6_IS_ADDR_UNSPECIFIED(
+		    &((const struct sockaddr_in6 *)sa)->sin6_addr)))
+		return REASON_DESTINATION_DENIED;
+	/* The loop guard: never connect to one of our own listeners. */
+	for (i = 0; i < cf->cf_nlisteners; i++)
+		if (same_endpoint(sa, &cf->cf_listeners[i].lc_addr))
+			return REASON_DESTINATION_DENIED;
+	return REASON_OK;
+}

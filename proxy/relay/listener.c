@@ -1,0 +1,197 @@
+/*
+ * The listening sockets: bound once at start-up (before privileges are
+ * dropped), accepted from the event loop. A full process fd table pauses
+ * accepting for a second instead of spinning (httpd, tmux); a full
+ * max_connections, or per_client_connections from one client address,
+ * answers 503 too_many_connections and closes.
+ */
+#include <sys/socket.h>
+
+#include <netinet/in.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "proxy/config/config.h"
+#include "proxy/dns/resolve.h"
+#include "proxy/http/http1.h"
+#include "proxy/ops/ops.h"
+#include "proxy/policy/policy.h"
+#include "proxy/relay/relay.h"
+#include "proxy/token/store.h"
+#include "proxy/util/util.h"
+
+#define LISTENER_BACKLOG    4096
+#define LISTENER_ACCEPT_MAX 128 /* accepts per callback */
+
+struct listener {
+	struct proxy_env *li_env; /* what its connections are accepted into */
+	int li_fd;
+	size_t li_idx; /* index into cf_listeners */
+	struct event *li_ev;
+	struct sockaddr_storage li_addr;
+	socklen_t li_addrlen;
+};
+
+static struct listener *listeners;
+static size_t nlisteners;
+static struct event *backoff_ev;
+
+static void
+listener_backoff_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	listener_enable_all(1);
+}
+
+static void
+listener_accept_cb(evutil_socket_t lfd, short what, void *arg)
+{
+	struct listener *li = arg;
+	struct proxy_env *env = li->li_env;
+	const struct limits *l = &env->pe_cf->cf_limits;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int fd, i;
+
+	(void)what;
+	for (i = 0; i < LISTENER_ACCEPT_MAX; i++) {
+		len = sizeof(ss);
+		fd = accept4(lfd, (struct sockaddr *)&ss, &len,
+		    SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd == -1) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EMFILE || errno == ENFILE) {
+				struct timeval tv = { 1, 0 };
+
+				log_warn("accept: pausing for a second");
+				listener_enable_all(0);
+				evtimer_add(backoff_ev, &tv);
+			} else if (errno != EAGAIN)
+				log_warn("accept");
+			return;
+		}
+		if (conn_count() >= l->max_connections)
+			conn_refuse(env, fd, li->li_idx, (struct sockaddr *)&ss,
+			    0);
+		else if (clients_conns((struct sockaddr *)&ss) >=
+		    l->per_client_connections)
+			conn_refuse(env, fd, li->li_idx, (struct sockaddr *)&ss,
+			    1);
+		else if (conn_accept(env, fd, li->li_idx,
+			     (struct sockaddr *)&ss, len) == -1)
+			log_warnx("accept: out of memory"); /* fd is closed */
+	}
+}
+
+int
+listener_open_all(struct proxy_env *env, char *why, size_t whylen)
+{
+	struct event_base *base = env->pe_base;
+	const struct config *cf = env->pe_cf;
+	size_t i;
+	int one = 1;
+
+	if ((listeners = calloc(cf->cf_nlisteners, sizeof(*listeners))) ==
+	    NULL) {
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	if ((backoff_ev = evtimer_new(base, listener_backoff_cb, NULL)) ==
+	    NULL) {
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	for (i = 0; i < cf->cf_nlisteners; i++) {
+		const struct listener_conf *lc = &cf->cf_listeners[i];
+		struct listener *li = &listeners[i];
+
+		li->li_env = env;
+		li->li_idx = i;
+		li->li_addr = lc->lc_addr;
+		li->li_addrlen = lc->lc_addrlen;
+		li->li_fd = socket(lc->lc_addr.ss_family,
+		    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (li->li_fd == -1)
+			goto fail;
+		nlisteners++;
+		(void)setsockopt(li->li_fd, SOL_SOCKET, SO_REUSEADDR, &one,
+		    sizeof(one));
+		if (lc->lc_addr.ss_family == AF_INET6)
+			(void)setsockopt(li->li_fd, IPPROTO_IPV6, IPV6_V6ONLY,
+			    &one, sizeof(one));
+		if (bind(li->li_fd, (const struct sockaddr *)&lc->lc_addr,
+			lc->lc_addrlen) == -1 ||
+		    listen(li->li_fd, LISTENER_BACKLOG) == -1)
+			goto fail;
+		li->li_ev = event_new(base, li->li_fd, EV_READ | EV_PERSIST,
+		    listener_accept_cb, li);
+		if (li->li_ev == NULL || event_add(li->li_ev, NULL) == -1) {
+			errno = ENOMEM;
+			goto fail;
+		}
+		continue;
+fail:
+		snprintf(why, whylen, "listeners[%zu]: %s: %s", i,
+		    lc->lc_listen, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+void
+listener_enable_all(int on)
+{
+	size_t i;
+
+	for (i = 0; i < nlisteners; i++) {
+		if (listeners[i].li_ev == NULL)
+			continue;
+		if (on)
+			event_add(listeners[i].li_ev, NULL);
+		else
+			event_del(listeners[i].li_ev);
+	}
+}
+
+void
+listener_close_all(void)
+{
+	size_t i;
+
+	for (i = 0; i < nlisteners; i++) {
+		if (listeners[i].li_ev != NULL)
+			event_free(listeners[i].li_ev);
+		if (listeners[i].li_fd != -1)
+			close(listeners[i].li_fd);
+	}
+	free(listeners);
+	listeners = NULL;
+	nlisteners = 0;
+	if (backoff_ev != NULL) {
+		event_free(backoff_ev);
+		backoff_ev = NULL;
+	}
+}
+
+int
+listener_same(const struct config *cf)
+{
+	size_t i;
+
+	if (cf->cf_nlisteners != nlisteners)
+		return 0;
+	for (i = 0; i < nlisteners; i++)
+		if (cf->cf_listeners[i].lc_addrlen != listeners[i].li_addrlen ||
+		    memcmp(&cf->cf_listeners[i].lc_addr, &listeners[i].li_addr,
+			listeners[i].li_addrlen) != 0)
+			return 0;
+	return 1;
+}

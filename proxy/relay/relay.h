@@ -1,0 +1,170 @@
+/*
+ * relay: listeners, client connections, the upstream leg and denials.
+ */
+#ifndef SLUICE_RELAY_H
+#define SLUICE_RELAY_H
+
+#include <sys/socket.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proxy/config/config.h"
+#include "proxy/http/reason.h"
+
+struct event_base;
+struct evbuffer;
+
+/*
+ * env.c: what the daemon shares with the parts it runs, handed to them
+ * explicitly (relayd: a session reaches its configuration through what it
+ * was accepted on). Owned by daemon.c; listener.c, conn.c, clients.c and
+ * netguard.c keep a pointer and read the members when they need them, so
+ * a member daemon.c opens or swaps later is seen there. pe_cf is the
+ * current policy (borrowed): daemon.c swaps it at reload, and a request
+ * takes a snapshot of it with config_ref(). pe_audit may be NULL (no
+ * audit log yet, or a measurement build).
+ */
+struct audit;
+struct revocations;
+struct budget;
+struct token_cache;
+
+struct proxy_env {
+	struct event_base *pe_base;
+	struct config *pe_cf;
+	struct upstreams *pe_ups; /* pe_cf's upstream state */
+	struct audit *pe_audit;
+	struct revocations *pe_revs;
+	struct budget *pe_budget;
+	struct token_cache *pe_cache;
+	int pe_draining; /* SIGTERM/SIGINT: no new connections */
+};
+/* Wall clock, seconds: pe_base's cached time inside a callback. */
+int64_t proxy_env_now(const struct proxy_env *);
+
+/*
+ * upstream.c: connections to upstreams. One struct upstreams per loaded
+ * policy, holding a reference on it: a struct upstream per route (DNS
+ * cache, idle pool, TLS session), kept out of the immutable policy. One
+ * struct upconn per connection.
+ */
+struct upstreams;
+struct upconn;
+struct bufferevent;
+/*
+ * Called once when a new connection is ready (uc, REASON_OK) or failed
+ * (NULL, reason: the upconn is already freed). Never called from inside
+ * upstream_get().
+ */
+typedef void upconn_cb(struct upconn *uc, enum reason r, void *arg);
+/* Called with a route's freshly resolved, allowed addresses. */
+typedef void upstream_resolved_cb(const struct route *rt,
+    const struct sockaddr_storage *addrs, size_t n, uint32_t ttl);
+int upstream_init(struct event_base *, char *why, size_t whylen);
+void upstream_on_resolved(upstream_resolved_cb *);
+/*
+ * The runtime state of every route of cf (which it references until the
+ * last upstreams_unref()). NULL when out of memory.
+ */
+struct upstreams *upstreams_new(struct config *cf);
+struct upstreams *upstreams_ref(struct upstreams *);
+void upstreams_unref(struct upstreams *);
+/*
+ * Get a connection to rt's upstream: raw TCP with UPSTREAM_TUNNEL, else TLS
+ * for https URLs; UPSTREAM_FRESH never takes one from the pool. Returns 0
+ * with *out an idle pooled connection ready to use (cb is not called), 1
+ * with *out pending (cb is called later; cancel with upconn_cancel), or -1.
+ * The caller owns *out until it releases it.
+ */
+#define UPSTREAM_TUNNEL 0x1
+#define UPSTREAM_FRESH  0x2
+int upstream_get(struct upstreams *, const struct route *rt, int flags,
+    upconn_cb *cb, void *arg, struct upconn **out);
+void upconn_cancel(struct upconn *);
+/* Give a connection back: to the pool if reusable and clean, else close. */
+void upconn_release(struct upconn *, int reusable);
+struct bufferevent *upconn_bev(const struct upconn *);
+/* Non-zero for a TLS connection (its bufferevent writes via OpenSSL). */
+int upconn_tls(const struct upconn *);
+/* "addr:port" of the connected address, for the audit log. */
+int upconn_addr(const struct upconn *, char *buf, size_t len);
+
+/*
+ * listener.c: the listening sockets, bound once at start (a reload cannot
+ * rebind: listener addresses must stay the same), accept with EMFILE
+ * back-off and the max_connections limit.
+ */
+int listener_open_all(struct proxy_env *, char *why, size_t whylen);
+void listener_enable_all(int on);
+void listener_close_all(void);
+/* Non-zero when the policy's listeners are those bound (for reloads). */
+int listener_same(const struct config *);
+
+/*
+ * conn.c: one client connection: request heads, the decision, streaming to
+ * and from the upstream, CONNECT tunnels, denial responses.
+ */
+/*
+ * Takes fd (closed on failure); the conn keeps env. Returns 0, or -1 out
+ * of memory.
+ */
+int conn_accept(struct proxy_env *, int fd, size_t listener_idx,
+    const struct sockaddr *peer, socklen_t peerlen);
+/*
+ * Refuse a connection over max_connections, or over per_client_connections
+ * when per_client is non-zero (503), and close it.
+ */
+void conn_refuse(struct proxy_env *, int fd, size_t listener_idx,
+    const struct sockaddr *peer, int per_client);
+size_t conn_count(void);
+/* Stop keep-alive: idle connections close now, busy ones after. */
+void conn_drain(void);
+/* Close every connection now (end of drain_timeout). */
+void conn_close_all(void);
+
+/*
+ * deny.c: the response to a denial. deny_clean() copies len bytes of a
+ * value from the sandbox into dst as printable ASCII (others become '?'),
+ * cut to cap - 1 bytes ending in "..." when longer; returns its length.
+ */
+#define DENY_MSG_MAX 400 /* bytes of a denial's message */
+size_t deny_clean(char *dst, size_t cap, const char *s, size_t len);
+/* Append the whole response; msg is printable ASCII. Returns 0 or -1. */
+int deny_write(struct evbuffer *out, enum reason r, int reverse, int close,
+    const char *msg, const char *id);
+
+/*
+ * clients.c: state per client address (the port aside): open connections,
+ * the refusal budget and the aggregation of repeated refusals in the
+ * audit log. Fixed-size or bounded by the open connections.
+ */
+#define CLIENTS_ID_LEN 24 /* a request id and its NUL */
+/* Aggregate lines go to env's audit writer, timed on its base. */
+void clients_init(const struct proxy_env *);
+uint64_t clients_conns(const struct sockaddr *);
+int clients_conn_add(const struct sockaddr *); /* -1: out of memory */
+void clients_conn_del(const struct sockaddr *);
+/* Charge one refusal at now (seconds); 1 when over limit (0: no limit). */
+int clients_refusal(const struct sockaddr *, int64_t now, uint64_t limit);
+/* One refusal as its audit line would show it (strings may be NULL). */
+struct clients_refusal {
+	const struct sockaddr *cr_peer;
+	int cr_connect; /* connect.tunnel, else http.request */
+	enum reason cr_reason;
+	int cr_status;
+	const char *cr_id, *cr_client, *cr_listener, *cr_route, *cr_sub,
+	    *cr_jti, *cr_method, *cr_host, *cr_path;
+};
+/*
+ * 1: write this refusal's line now (the first of its kind); 0: it repeats
+ * one written before and is counted into the aggregate line written once
+ * a second with its count.
+ */
+int clients_aggregate(const struct clients_refusal *);
+/* Write every pending aggregate line and stop the timer (at exit). */
+void clients_flush(void);
+/* A new request id: unique in this process, unlikely to repeat across. */
+void clients_next_id(char *buf, size_t len);
+
+#endif

@@ -1,0 +1,75 @@
+/*
+ * util: small helpers every layer may use (macros, exit codes, addresses,
+ * SHA-256, logging, unix sockets). Depends on libc and OpenSSL only.
+ */
+#ifndef SLUICE_UTIL_H
+#define SLUICE_UTIL_H
+
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SL_PRINTF(a, b) __attribute__((__format__(__printf__, a, b)))
+#define SL_FALLTHROUGH  __attribute__((__fallthrough__))
+#define SL_UNUSED       __attribute__((__unused__))
+#define SL_NORETURN     __attribute__((__noreturn__))
+#define SL_NELEM(a)     (sizeof(a) / sizeof((a)[0]))
+
+/* Exit codes (DESIGN.md "Command line"). */
+#define SL_EXIT_OK      0
+#define SL_EXIT_INVALID 1 /* invalid input, verification failed */
+#define SL_EXIT_USAGE   2
+#define SL_EXIT_RUNTIME 3 /* cannot bind, cannot apply rules */
+
+/* A duration in milliseconds (limits are) as a struct timeval. */
+static inline struct timeval
+sl_ms_tv(uint64_t ms)
+{
+	struct timeval tv;
+
+	tv.tv_sec = (time_t)(ms / 1000);
+	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+	return tv;
+}
+
+/* addr.c: "addr:port" text of an IPv4 or IPv6 socket address. */
+#define ADDR_STR_LEN 56 /* enough for "[v6]:port" and the NUL */
+size_t addr_str(const struct sockaddr *, char *buf, size_t len);
+/*
+ * private.c: non-zero when the address is in the "private" list (IPv4,
+ * IPv6, and IPv4 embedded in ::ffff:0:0/96, 64:ff9b::/96, 64:ff9b:1::/48,
+ * ::/96 and 2002::/16).
+ */
+int addr_private(const struct sockaddr *sa);
+
+/*
+ * digest.c: SHA-256 with the algorithm fetched once (hot paths). Returns
+ * 0, or -1 with out zeroed.
+ */
+int digest_sha256(const void *p, size_t n, unsigned char out[32]);
+
+/* log.c */
+void log_init(const char *progname, int verbose);
+void log_warn(const char *, ...) SL_PRINTF(1, 2);
+void log_warnx(const char *, ...) SL_PRINTF(1, 2);
+void log_info(const char *, ...) SL_PRINTF(1, 2);
+void log_debug(const char *, ...) SL_PRINTF(1, 2);
+SL_NORETURN void fatal(const char *, ...) SL_PRINTF(1, 2);
+SL_NORETURN void fatalx(const char *, ...) SL_PRINTF(1, 2);
+/* Append the drained OpenSSL error queue to buf (never empty on return). */
+void log_ssl_errors(char *buf, size_t len);
+
+/*
+ * unixsock.c: a listening unix socket for the admin and metrics sockets.
+ * A stale socket at path is removed (only if it is a socket), the socket is
+ * bound under umask 0177 so it is never wider than mode (e.g. 0600), then
+ * chowned to owner unless owner is (uid_t)-1. Returns a non-blocking,
+ * close-on-exec listening fd, or -1 with why set.
+ */
+int unixsock_listen(const char *path, mode_t mode, uid_t owner, char *why,
+    size_t whylen);
+
+#endif
