@@ -360,9 +360,10 @@ revocations_open(const char *state_dir, char *why, size_t whylen)
 		goto fail;
 	for (i = 0; i < nv; i++) {
 		if (set_add(r, v[i]) == -1) {
+			/* set_add() freed v[i]; the rest is ours, v at fail. */
 			snprintf(why, whylen, "%s: out of memory", path);
-			strv_free(v + i + 1, nv - i - 1);
-			v = NULL;
+			while (++i < nv)
+				free(v[i]);
 			goto fail;
 		}
 	}

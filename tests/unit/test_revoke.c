@@ -20,6 +20,25 @@
 
 #include "proxy/proxy.h"
 
+/*
+ * Linked with -Wl,--wrap=calloc (tests/CMakeLists.txt): calloc(n, ...)
+ * fails once when n equals fail_calloc_nmemb, to reach the paths behind
+ * a failed growth of the revocation set.
+ */
+void *__real_calloc(size_t, size_t);
+void *__wrap_calloc(size_t, size_t);
+static size_t fail_calloc_nmemb;
+
+void *
+__wrap_calloc(size_t n, size_t size)
+{
+	if (fail_calloc_nmemb != 0 && n == fail_calloc_nmemb) {
+		fail_calloc_nmemb = 0;
+		return NULL;
+	}
+	return __real_calloc(n, size);
+}
+
 struct dir {
 	char path[256];
 	char file[300];  /* a revoked_file */
@@ -238,6 +257,38 @@ test_admin_many(void **state)
 	revocations_close(r);
 }
 
+/*
+ * Out of memory while growing the set at open: refused with a clear
+ * error, and what was read is freed, not freed wrongly (the strings after
+ * the one that failed, then the array itself).
+ */
+static void
+test_open_grow_fails(void **state)
+{
+	struct dir *d = *state;
+	struct revocations *r;
+	char why[512], jti[32];
+	int i;
+
+	r = revocations_open(d->path, why, sizeof(why));
+	assert_non_null(r);
+	for (i = 0; i < 40; i++) {
+		snprintf(jti, sizeof(jti), "j%d", i);
+		assert_int_equal(revocations_add(r, jti, why, sizeof(why)), 0);
+	}
+	revocations_close(r);
+	/* 40 entries: the 64-slot set doubles to 128 at the 32nd. */
+	fail_calloc_nmemb = 128;
+	r = revocations_open(d->path, why, sizeof(why));
+	assert_int_equal(fail_calloc_nmemb, 0); /* the growth was reached */
+	assert_null(r);
+	assert_non_null(strstr(why, "out of memory"));
+	r = revocations_open(d->path, why, sizeof(why));
+	assert_non_null(r);
+	assert_true(revocations_has(r, NULL, 0, "j39"));
+	revocations_close(r);
+}
+
 /* A last line without LF (a torn append) is kept and terminated. */
 static void
 test_admin_torn_line(void **state)
@@ -325,6 +376,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_admin_persists, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_admin_many, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_open_grow_fails, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_admin_torn_line, setup,
 		    teardown),
