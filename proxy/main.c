@@ -23,6 +23,8 @@ static const struct command commands[] = {
 	    "token mint --key FILE --alg HS256|EdDSA --aud AUD --sub SUB --ttl SECONDS [--kid KID] [--iss ISS] [--max-requests N] [--jti JTI] | verify -c POLICY.json [--route AUD] TOKEN|-" },
 	{ "audit", cmd_audit,
 	    "audit verify [--head STATE_DIR/audit.head] FILE..." },
+	{ "admin", cmd_admin,
+	    "admin [-c POLICY.json | --socket PATH] status | reload | revoke JTI..." },
 };
 
 static void

@@ -13,6 +13,7 @@ int cmd_check(int argc, char **argv);     /* cmd_run.c */
 int cmd_netpolicy(int argc, char **argv); /* cmd_netpolicy.c */
 int cmd_token(int argc, char **argv);     /* cmd_token.c */
 int cmd_audit(int argc, char **argv);     /* cmd_audit.c */
+int cmd_admin(int argc, char **argv);     /* cmd_admin.c */
 int cmd_certs(int argc, char **argv);     /* cmd_certs.c */
 
 #endif

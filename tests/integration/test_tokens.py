@@ -601,6 +601,48 @@ class TestTokens(st.ProxyTestCase):
                                    port=8300), 401, "token_revoked", "www")
         tah.stop_clean(self, s)
 
+    def test_admin_cli(self):
+        """`sluice admin`: the same commands without socat, exit codes."""
+        s = self.start("revoke", 3300, 8300, "cli")
+        sock = self.docs["revoke"]["admin"]["socket"]
+        policy = s.policy_path
+        a, b = self.tok(), self.tok()
+        ja, jb = tah.claims_of(a)["jti"], tah.claims_of(b)["jti"]
+
+        def admin(*args):
+            return st.run([st.ENV.bin, "admin"] + list(args), check=False)
+
+        p = admin("-c", policy, "status")  # the socket from the policy
+        self.assertEqual(p.returncode, 0, p)
+        self.assertIn("policy_generation ", p.stdout)
+        p = admin("--socket", sock, "revoke", ja, jb)
+        self.assertEqual(p.returncode, 0, p)
+        self.assertEqual(p.stdout.splitlines(),
+                         ["ok revoked " + ja, "ok revoked " + jb])
+        for t in (a, b):
+            self.assertDenied(self.fwd(["Proxy-Authorization: Bearer " + t],
+                                       port=3300), 407, "token_revoked",
+                              "proxy")
+        p = admin("--socket", sock, "reload")
+        self.assertEqual((p.returncode, p.stdout.strip()),
+                         (0, "ok reload requested"), p)
+        # The daemon's error answer is exit 1; no socket is exit 3;
+        # usage errors are 2 and name the usage.
+        p = admin("--socket", sock, "revoke", "a" * 200)
+        self.assertEqual(p.returncode, 1, p)
+        self.assertTrue(p.stdout.startswith("error:"), p)
+        p = admin("--socket", sock + ".missing", "status")
+        self.assertEqual(p.returncode, 3, p)
+        self.assertIn(".missing", p.stderr)
+        for bad in (["status", "extra"], ["revoke"], ["frobnicate"], []):
+            p = admin("--socket", sock, *bad)
+            self.assertEqual(p.returncode, 2, (bad, p))
+            self.assertIn("usage: sluice admin", p.stderr)
+        p = admin("--help")
+        self.assertEqual(p.returncode, 0, p)
+        self.assertIn("usage: sluice admin", p.stdout)
+        tah.stop_clean(self, s)
+
     # -- sluice token verify -----------------------------------------------
 
     def test_verify_cli(self):
