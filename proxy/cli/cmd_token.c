@@ -386,6 +386,37 @@ print_claims(const struct token_claims *c)
 	cJSON_Delete(o);
 }
 
+/*
+ * Non-zero when jti is among the admin revocations the daemon keeps in
+ * <state_dir>/revoked.admin, when that file can be read here (root, or the
+ * policy's user); else the policy's own list is all there is to consult,
+ * and a file that exists but cannot be read is said on stderr.
+ */
+static int
+admin_revoked(const struct config *cf, const char *jti)
+{
+	char path[4096], why[512], **v = NULL;
+	size_t n = 0, i;
+	int hit;
+
+	if (snprintf(path, sizeof(path), "%s/revoked.admin",
+		cf->cf_state_dir) >= (int)sizeof(path) ||
+	    access(path, F_OK) == -1)
+		return 0;
+	if (revocations_read_file(path, &v, &n, why, sizeof(why)) == -1) {
+		fprintf(stderr,
+		    "sluice token verify: admin revocations not consulted: "
+		    "%s\n",
+		    why);
+		return 0;
+	}
+	hit = revocations_has(NULL, v, n, jti);
+	for (i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+	return hit;
+}
+
 static int
 token_verify_cmd(int argc, char **argv)
 {
@@ -458,7 +489,9 @@ token_verify_cmd(int argc, char **argv)
 			    cf->cf_routes[i].rt_audience, now);
 	}
 	if (r == REASON_OK &&
-	    revocations_has(NULL, cf->cf_revoked, cf->cf_nrevoked, claims.jti))
+	    (revocations_has(NULL, cf->cf_revoked, cf->cf_nrevoked,
+		 claims.jti) ||
+		admin_revoked(cf, claims.jti)))
 		r = REASON_TOKEN_REVOKED;
 	OPENSSL_cleanse(buf, sizeof(buf));
 	config_unref(cf);

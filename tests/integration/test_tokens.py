@@ -623,6 +623,12 @@ class TestTokens(st.ProxyTestCase):
             self.assertDenied(self.fwd(["Proxy-Authorization: Bearer " + t],
                                        port=3300), 407, "token_revoked",
                               "proxy")
+        # `sluice token verify` consults the admin revocations too.
+        p = tah.verify_cli(policy, a, route="model")
+        self.assertEqual((p.returncode, p.stdout.strip()),
+                         (1, "token_revoked"), p)
+        p = tah.verify_cli(policy, self.tok(), route="model")
+        self.assertEqual(p.returncode, 0, p)
         p = admin("--socket", sock, "reload")
         self.assertEqual((p.returncode, p.stdout.strip()),
                          (0, "ok reload requested"), p)
