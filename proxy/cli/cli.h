@@ -14,6 +14,8 @@ int cmd_netpolicy(int argc, char **argv); /* cmd_netpolicy.c */
 int cmd_token(int argc, char **argv);     /* cmd_token.c */
 int cmd_audit(int argc, char **argv);     /* cmd_audit.c */
 int cmd_admin(int argc, char **argv);     /* cmd_admin.c */
-int cmd_certs(int argc, char **argv);     /* cmd_certs.c */
+/* "audit tail" and "audit stats"; argv[0] names which. */
+int cmd_audit_view(int argc, char **argv); /* cmd_audit_view.c */
+int cmd_certs(int argc, char **argv);      /* cmd_certs.c */
 
 #endif

@@ -476,7 +476,10 @@ cmd_audit_usage(FILE *f)
 {
 	fprintf(f,
 	    "usage: sluice audit verify [--head STATE_DIR/audit.head] "
-	    "FILE...\n");
+	    "FILE...\n"
+	    "       sluice audit tail [-f] [--deny] [--sub RUN] "
+	    "[--color=auto|always|never] FILE\n"
+	    "       sluice audit stats FILE...\n");
 }
 
 int
@@ -491,6 +494,9 @@ cmd_audit(int argc, char **argv)
 		cmd_audit_usage(stdout);
 		return SL_EXIT_OK;
 	}
+	if (argc >= 2 &&
+	    (strcmp(argv[1], "tail") == 0 || strcmp(argv[1], "stats") == 0))
+		return cmd_audit_view(argc - 1, argv + 1);
 	if (argc < 2 || strcmp(argv[1], "verify") != 0) {
 		cmd_audit_usage(stderr);
 		return SL_EXIT_USAGE;
