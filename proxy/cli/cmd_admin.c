@@ -196,22 +196,22 @@ cmd_admin(int argc, char **argv)
 			sock = optarg;
 			break;
 		case 'h':
-			fputs(admin_usage, stdout);
+			(void)fputs(admin_usage, stdout);
 			return SL_EXIT_OK;
 		default:
-			fputs(admin_usage, stderr);
+			(void)fputs(admin_usage, stderr);
 			return SL_EXIT_USAGE;
 		}
 	}
 	if (optind >= argc || (policy != NULL && sock != NULL)) {
-		fputs(admin_usage, stderr);
+		(void)fputs(admin_usage, stderr);
 		return SL_EXIT_USAGE;
 	}
 	cmd = argv[optind];
 	if (!((strcmp(cmd, "status") == 0 || strcmp(cmd, "reload") == 0) &&
 		optind + 1 == argc) &&
 	    !(strcmp(cmd, "revoke") == 0 && optind + 1 < argc)) {
-		fputs(admin_usage, stderr);
+		(void)fputs(admin_usage, stderr);
 		return SL_EXIT_USAGE;
 	}
 	if (sock != NULL)

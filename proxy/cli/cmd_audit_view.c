@@ -49,14 +49,14 @@ term_put(FILE *f, const char *s, size_t len, size_t max)
 
 	while (i < len && out < max) {
 		if (p[i] >= 0x20 && p[i] < 0x7f) {
-			fputc(p[i++], f);
+			(void)fputc(p[i++], f);
 			out++;
 			continue;
 		}
 		n = p[i] >= 0x80 ? utf8_len(p + i, len - i) : 0;
 		/* C1 controls (U+0080..U+009F) are two bytes from 0xc2. */
 		if (n > 0 && !(n == 2 && p[i] == 0xc2 && p[i + 1] < 0xa0)) {
-			fwrite(p + i, 1, n, f);
+			(void)fwrite(p + i, 1, n, f);
 			i += n;
 			out++;
 			continue;
@@ -65,7 +65,7 @@ term_put(FILE *f, const char *s, size_t len, size_t max)
 		out += 4;
 	}
 	if (i < len)
-		fputs("...", f);
+		(void)fputs("...", f);
 }
 
 static const char *
@@ -154,12 +154,12 @@ tail_one(const struct tail_opts *o, const cJSON *e, FILE *f)
 	if (o->color)
 		col = tail_color(dec, jstr(e, "reason"));
 	if (col != NULL)
-		fputs(col, f);
+		(void)fputs(col, f);
 	/* "2026-11-30T04:22:36.123456Z": date and time, milliseconds. */
 	if (ts != NULL && strlen(ts) == 27)
 		fprintf(f, "%.10s %.12s", ts, ts + 11);
 	else
-		fputs("-          -           ", f);
+		(void)fputs("-          -           ", f);
 	fprintf(f, " %-14.14s", ev);
 	fprintf(f, " %-5s", dec != NULL ? dec : "");
 	s = jstr(e, "reason");
@@ -167,13 +167,13 @@ tail_one(const struct tail_opts *o, const cJSON *e, FILE *f)
 	if (jnum(e, "status", &st))
 		fprintf(f, " %3.0f", st);
 	else
-		fputs("    ", f);
+		(void)fputs("    ", f);
 	if ((s = jstr(e, "method")) != NULL) {
-		fputc(' ', f);
+		(void)fputc(' ', f);
 		term_put(f, s, strlen(s), 12);
 	}
 	if ((s = jstr(e, "host")) != NULL) {
-		fputc(' ', f);
+		(void)fputc(' ', f);
 		term_put(f, s, strlen(s), VIEW_FIELD_MAX);
 	}
 	if ((s = jstr(e, "path")) != NULL)
@@ -188,8 +188,8 @@ tail_one(const struct tail_opts *o, const cJSON *e, FILE *f)
 		put_field(f, "dst", jstr(e, "dst"));
 	}
 	if (col != NULL)
-		fputs("\033[0m", f);
-	fputc('\n', f);
+		(void)fputs("\033[0m", f);
+	(void)fputc('\n', f);
 	return 1;
 }
 
@@ -205,14 +205,14 @@ tail_buf(const struct tail_opts *o, char *buf, size_t *len)
 			tail_one(o, e, stdout);
 			cJSON_Delete(e);
 		} else
-			fputs("(not a JSON line)\n", stdout);
+			(void)fputs("(not a JSON line)\n", stdout);
 		p = nl + 1;
 	}
 	*len -= (size_t)(p - buf);
 	memmove(buf, p, *len);
 	/* A "line" longer than any the writer makes: drop it. */
 	if (*len == VIEW_LINE_MAX) {
-		fputs("(line too long)\n", stdout);
+		(void)fputs("(line too long)\n", stdout);
 		*len = 0;
 	}
 }
@@ -254,20 +254,20 @@ audit_tail(int argc, char **argv)
 			else if (strcmp(optarg, "auto") == 0)
 				o.color = -1;
 			else {
-				fputs(tail_usage, stderr);
+				(void)fputs(tail_usage, stderr);
 				return SL_EXIT_USAGE;
 			}
 			break;
 		case 'h':
-			fputs(tail_usage, stdout);
+			(void)fputs(tail_usage, stdout);
 			return SL_EXIT_OK;
 		default:
-			fputs(tail_usage, stderr);
+			(void)fputs(tail_usage, stderr);
 			return SL_EXIT_USAGE;
 		}
 	}
 	if (optind + 1 != argc) {
-		fputs(tail_usage, stderr);
+		(void)fputs(tail_usage, stderr);
 		return SL_EXIT_USAGE;
 	}
 	if (o.color == -1)
@@ -277,11 +277,11 @@ audit_tail(int argc, char **argv)
 		fprintf(stderr, "sluice audit tail: %s: %s\n", argv[optind],
 		    strerror(errno));
 		if (f != NULL)
-			fclose(f);
+			(void)fclose(f);
 		return SL_EXIT_INVALID;
 	}
 	if ((buf = malloc(VIEW_LINE_MAX)) == NULL) {
-		fclose(f);
+		(void)fclose(f);
 		return SL_EXIT_RUNTIME;
 	}
 	for (;;) {
@@ -300,7 +300,7 @@ audit_tail(int argc, char **argv)
 			FILE *nf = fopen(argv[optind], "r");
 
 			if (nf != NULL) {
-				fclose(f);
+				(void)fclose(f);
 				f = nf;
 				st = now;
 				len = 0;
@@ -312,7 +312,7 @@ audit_tail(int argc, char **argv)
 		    NULL);
 	}
 	free(buf);
-	fclose(f);
+	(void)fclose(f);
 	return SL_EXIT_OK;
 }
 
@@ -451,11 +451,11 @@ audit_stats(int argc, char **argv)
 
 	if (argc >= 2 &&
 	    (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-		fputs(stats_usage, stdout);
+		(void)fputs(stats_usage, stdout);
 		return SL_EXIT_OK;
 	}
 	if (argc < 2 || argv[1][0] == '-') {
-		fputs(stats_usage, stderr);
+		(void)fputs(stats_usage, stderr);
 		return SL_EXIT_USAGE;
 	}
 	if ((buf = malloc(VIEW_LINE_MAX + 1)) == NULL)
@@ -481,7 +481,7 @@ audit_stats(int argc, char **argv)
 				rc = SL_EXIT_RUNTIME;
 			cJSON_Delete(e);
 		}
-		fclose(f);
+		(void)fclose(f);
 	}
 	free(buf);
 	if (rc == SL_EXIT_OK) {

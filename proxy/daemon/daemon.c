@@ -667,6 +667,7 @@ open_state(char *why, size_t whylen)
 		log_warnx("state_dir: %s", why);
 		return -1;
 	}
+	metrics_budget(d_env.pe_budget);
 #ifdef SLUICE_BENCH_NO_AUDIT
 	/* A measurement build (CMake SLUICE_BENCH_NO_AUDIT): no audit log. */
 	log_warnx("measurement build without an audit log: not for use");
@@ -731,6 +732,7 @@ run_stop(struct event **sigev, size_t n)
 	d_env.pe_audit = NULL;
 	token_cache_free(d_env.pe_cache);
 	revocations_close(d_env.pe_revs);
+	metrics_budget(NULL);
 	budget_close(d_env.pe_budget);
 	upstreams_unref(d_env.pe_ups);
 	config_unref(d_env.pe_cf);

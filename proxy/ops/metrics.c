@@ -7,18 +7,22 @@
  * series is bounded whatever the sandbox sends. Callers count; this file
  * only stores and renders.
  */
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/socket.h>
 
 #include <netinet/in.h>
 #include <arpa/inet.h>
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -42,7 +46,19 @@
 #define METRICS_MAX_FIELDS     32   /* header fields of a scrape */
 #define METRICS_MAX_CONNS      16   /* scrapes at once; more: 503 */
 
-enum { M_DENY = 0, M_ALLOW = 1 };
+/* decision labels; "error" is an upstream failure, not a policy denial. */
+enum { M_DENY = 0, M_ALLOW = 1, M_ERROR = 2, M__DECISIONS };
+static const char *const metrics_decision_names[M__DECISIONS] = { "deny",
+	"allow", "error" };
+static const char *const metrics_uperr_names[METRICS_UPERR__COUNT] = {
+	[METRICS_UPERR_DNS] = "dns",
+	[METRICS_UPERR_DESTINATION] = "destination",
+	[METRICS_UPERR_CONNECT] = "connect",
+	[METRICS_UPERR_TIMEOUT] = "timeout",
+	[METRICS_UPERR_TLS] = "tls",
+	[METRICS_UPERR_TLS_VERIFY] = "tls_verify",
+	[METRICS_UPERR_PIN] = "pin",
+};
 
 struct histogram {
 	const double *h_bounds; /* upper bounds, increasing; +Inf implied */
@@ -54,8 +70,8 @@ struct histogram {
 
 /* Per route slot; slot METRICS_MAX_ROUTES is route="". */
 struct route_counters {
-	uint64_t rc_requests[2][REASON__COUNT];
-	uint64_t rc_tunnels[2][REASON__COUNT];
+	uint64_t rc_requests[M__DECISIONS][REASON__COUNT];
+	uint64_t rc_tunnels[M__DECISIONS][REASON__COUNT];
 	uint64_t rc_bytes_in;
 	uint64_t rc_bytes_out;
 };
@@ -91,6 +107,10 @@ static struct {
 	uint64_t m_rule_packets;
 	uint64_t m_rule_bytes;
 	uint64_t m_reloads[2]; /* [0] failed, [1] ok */
+	time_t m_started;      /* process start (first metrics call) */
+	time_t m_policy_time;  /* a policy was put in force (start, reload) */
+	uint64_t m_uperr[METRICS_UPERR__COUNT];
+	const struct budget *m_budget;
 } m;
 
 /*
@@ -134,6 +154,7 @@ metrics_reset(void)
 	    SL_NELEM(metrics_net_bounds));
 	metrics_hist_init(&m.m_tls, metrics_net_bounds,
 	    SL_NELEM(metrics_net_bounds));
+	m.m_started = time(NULL);
 }
 
 /* The state starts zeroed; the histograms need their bounds. */
@@ -180,6 +201,7 @@ metrics_configure(const struct config *cf)
 	size_t i;
 
 	metrics_init_once();
+	m.m_policy_time = time(NULL);
 	for (i = 0; cf != NULL && i < cf->cf_nroutes; i++) {
 		const char *aud = cf->cf_routes[i].rt_audience;
 
@@ -203,7 +225,11 @@ static void
 metrics_count(uint64_t (*tab)[REASON__COUNT], int allow, enum reason r)
 {
 	/* An out-of-range reason is a caller bug: never index with it. */
-	if ((unsigned)r < REASON__COUNT)
+	if ((unsigned)r >= REASON__COUNT)
+		return;
+	if (reason_is_upstream(r))
+		tab[M_ERROR][r]++;
+	else
 		tab[allow ? M_ALLOW : M_DENY][r]++;
 }
 
@@ -234,6 +260,19 @@ metrics_tunnel(const char *route, int allow, enum reason r, uint64_t bytes_in,
     uint64_t bytes_out, double seconds)
 {
 	metrics_exchange(route, 1, allow, r, bytes_in, bytes_out, seconds);
+}
+
+void
+metrics_upstream_error(enum metrics_uperr e)
+{
+	if ((unsigned)e < METRICS_UPERR__COUNT)
+		m.m_uperr[e]++;
+}
+
+void
+metrics_budget(const struct budget *b)
+{
+	m.m_budget = b;
 }
 
 void
@@ -384,7 +423,7 @@ metrics_decisions(struct evbuffer *b, const char *name, const char *help,
 
 		if (s >= m.m_nroutes && s != METRICS_MAX_ROUTES)
 			continue;
-		for (d = 1; d >= 0; d--)
+		for (d = 0; d < M__DECISIONS; d++)
 			for (r = 0; r < REASON__COUNT; r++) {
 				if (tab[d][r] == 0)
 					continue;
@@ -394,7 +433,7 @@ metrics_decisions(struct evbuffer *b, const char *name, const char *help,
 				    evbuffer_add_printf(b,
 					"\",decision=\"%s\",reason=\"%s\"} "
 					"%" PRIu64 "\n",
-					d == M_ALLOW ? "allow" : "deny",
+					metrics_decision_names[d],
 					reason_name((enum reason)r),
 					tab[d][r]) < 0)
 					return -1;
@@ -448,6 +487,109 @@ metrics_histogram(struct evbuffer *b, const char *name, const char *help,
 		"%s_count %" PRIu64 "\n",
 		name, cum, name, h->h_sum, name, h->h_count) < 0)
 		return -1;
+	return 0;
+}
+
+/*
+ * Open descriptors: /proc/self/fd when it can be read (not once sluice
+ * is non-dumpable after dropping root: the directory is root's then),
+ * else a probe of every descriptor below the soft limit, at most 65536.
+ */
+static uint64_t
+metrics_open_fds(uint64_t *max)
+{
+	struct rlimit rl;
+	struct dirent *de;
+	uint64_t n = 0, lim, fd;
+	DIR *d;
+
+	lim =
+	    getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ?
+	    (uint64_t)rl.rlim_cur :
+	    65536;
+	*max = lim;
+	if ((d = opendir("/proc/self/fd")) != NULL) {
+		while ((de = readdir(d)) != NULL)
+			if (de->d_name[0] != '.')
+				n++;
+		closedir(d);
+		return n - 1; /* the directory's own descriptor */
+	}
+	if (lim > 65536)
+		lim = 65536;
+	for (fd = 0; fd < lim; fd++)
+		if (fcntl((int)fd, F_GETFD) != -1)
+			n++;
+	return n;
+}
+
+/* Resident set size from /proc/self/statm (readable whatever the owner). */
+static uint64_t
+metrics_rss(void)
+{
+	char buf[128], *p, *end;
+	unsigned long long res;
+	long page = sysconf(_SC_PAGESIZE);
+	ssize_t n;
+	int fd;
+
+	if ((fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC)) == -1)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	(void)close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* "size resident shared ...", in pages. */
+	if ((p = strchr(buf, ' ')) == NULL)
+		return 0;
+	errno = 0;
+	res = strtoull(p + 1, &end, 10);
+	if (errno != 0 || end == p + 1)
+		return 0;
+	return (uint64_t)res * (uint64_t)(page > 0 ? page : 4096);
+}
+
+/* The families added for operators (process, budget, errors, policy). */
+static int
+metrics_render_more(struct evbuffer *b)
+{
+	uint64_t fds, maxfds, live = 0, limit = 0;
+	size_t i;
+
+	fds = metrics_open_fds(&maxfds);
+	budget_fill(m.m_budget, &live, &limit);
+	if (metrics_u64(b, "process_open_fds", "gauge",
+		"Open file descriptors.", fds) == -1 ||
+	    metrics_u64(b, "process_max_fds", "gauge",
+		"The soft limit on open file descriptors.", maxfds) == -1 ||
+	    metrics_u64(b, "process_resident_memory_bytes", "gauge",
+		"Resident memory size in bytes.", metrics_rss()) == -1 ||
+	    metrics_u64(b, "process_start_time_seconds", "gauge",
+		"Start time of the process since the epoch, in seconds.",
+		(uint64_t)m.m_started) == -1 ||
+	    metrics_u64(b, "sluice_policy_last_load_timestamp_seconds", "gauge",
+		"When the policy in force was loaded (start or reload), "
+		"since the epoch.",
+		(uint64_t)m.m_policy_time) == -1 ||
+	    metrics_u64(b, "sluice_budget_entries", "gauge",
+		"Tokens with a request count in the budget table.",
+		live) == -1 ||
+	    metrics_u64(b, "sluice_budget_entries_limit", "gauge",
+		"Entries the budget table holds at most; at the limit a new "
+		"token's request is refused (budget_exhausted).",
+		limit) == -1)
+		return -1;
+	if (metrics_family(b, "sluice_upstream_errors_total", "counter",
+		"Upstream failures by kind (DNS, destination, connect, "
+		"timeout, TLS).") == -1)
+		return -1;
+	for (i = 0; i < METRICS_UPERR__COUNT; i++)
+		if (evbuffer_add_printf(b,
+			"sluice_upstream_errors_total{kind=\"%s\"} %" PRIu64
+			"\n",
+			metrics_uperr_names[i], m.m_uperr[i]) < 0)
+			return -1;
 	return 0;
 }
 
@@ -520,7 +662,7 @@ metrics_render(struct evbuffer *b)
 		"sluice_policy_reloads_total{outcome=\"failed\"} %" PRIu64 "\n",
 		m.m_reloads[1], m.m_reloads[0]) < 0)
 		return -1;
-	return 0;
+	return metrics_render_more(b);
 }
 
 static void

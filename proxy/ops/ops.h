@@ -17,6 +17,7 @@
 struct event_base;
 struct evbuffer;
 struct revocations;
+struct budget;
 
 /*
  * audit.c: the JSON Lines audit log (DESIGN.md "Audit log", docs/audit.md).
@@ -146,6 +147,20 @@ void metrics_net_drop(uint64_t count);
 /* The drop rules' own counters, as last read from the kernel (absolute). */
 void metrics_kernel_rule_drops(uint64_t packets, uint64_t bytes);
 void metrics_reload(int ok);
+/* Upstream failures by kind (sluice_upstream_errors_total). */
+enum metrics_uperr {
+	METRICS_UPERR_DNS = 0,     /* no address (no answer, NXDOMAIN) */
+	METRICS_UPERR_DESTINATION, /* resolved only to denied addresses */
+	METRICS_UPERR_CONNECT,     /* every address refused or unreachable */
+	METRICS_UPERR_TIMEOUT,     /* connect or TLS handshake timed out */
+	METRICS_UPERR_TLS,         /* the handshake failed */
+	METRICS_UPERR_TLS_VERIFY,  /* the certificate did not verify */
+	METRICS_UPERR_PIN,         /* no certificate matched pin_sha256 */
+	METRICS_UPERR__COUNT
+};
+void metrics_upstream_error(enum metrics_uperr);
+/* The budget table whose fill is a gauge (borrowed; NULL: none). */
+void metrics_budget(const struct budget *);
 /*
  * Serve GET /metrics on listen ("host:port", or "unix:/path" created with
  * mode 0600). Returns 0, or -1 with why set.

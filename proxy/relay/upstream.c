@@ -273,11 +273,15 @@ upstream_resolved(struct upstream *up)
 	up->up_dns_reason = up->up_naddrs > 0 ? REASON_OK : r;
 	if (up->up_naddrs > 0 && up_resolved_cb != NULL)
 		up_resolved_cb(rt, up->up_addrs, up->up_naddrs, up->up_ttl);
-	if (up->up_naddrs == 0)
+	if (up->up_naddrs == 0) {
 		log_warnx("upstream %s: %s", rt->rt_up.uc_host,
 		    r == REASON_DESTINATION_DENIED ?
 			"resolves only to denied addresses" :
 			"no address");
+		metrics_upstream_error(r == REASON_DESTINATION_DENIED ?
+			METRICS_UPERR_DESTINATION :
+			METRICS_UPERR_DNS);
+	}
 
 	while ((uc = TAILQ_FIRST(&up->up_waiters)) != NULL) {
 		TAILQ_REMOVE(&up->up_waiters, uc, uc_entry);
@@ -438,13 +442,16 @@ upconn_check_tls(struct upconn *uc)
 {
 	const struct upstream_conf *c = &uc->uc_up->up_rt->rt_up;
 
-	if (SSL_get_verify_result(uc->uc_ssl) != X509_V_OK)
+	if (SSL_get_verify_result(uc->uc_ssl) != X509_V_OK) {
+		metrics_upstream_error(METRICS_UPERR_TLS_VERIFY);
 		return REASON_UPSTREAM_TLS_ERROR;
+	}
 	if (c->uc_npins > 0 &&
 	    !certs_pin_match(uc->uc_ssl, (const unsigned char(*)[32])c->uc_pins,
 		c->uc_npins)) {
 		log_warnx("upstream %s: no certificate matches pin_sha256",
 		    c->uc_host);
+		metrics_upstream_error(METRICS_UPERR_PIN);
 		return REASON_UPSTREAM_TLS_ERROR;
 	}
 	return REASON_OK;
@@ -481,6 +488,7 @@ upconn_connect_event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if (what & BEV_EVENT_TIMEOUT) {
+		metrics_upstream_error(METRICS_UPERR_TIMEOUT);
 		upconn_fail(uc, REASON_UPSTREAM_TIMEOUT);
 		return;
 	}
@@ -498,6 +506,9 @@ upconn_connect_event_cb(struct bufferevent *bev, short what, void *arg)
 		while (bufferevent_get_openssl_error(bev) != 0)
 			;
 		ERR_clear_error();
+		metrics_upstream_error(vr != X509_V_OK ?
+			METRICS_UPERR_TLS_VERIFY :
+			METRICS_UPERR_TLS);
 		upconn_fail(uc, REASON_UPSTREAM_TLS_ERROR);
 		return;
 	}
@@ -515,6 +526,7 @@ upconn_connect_event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 	/* Resolve again next time: the addresses may have changed. */
 	uc->uc_up->up_expires = 0;
+	metrics_upstream_error(METRICS_UPERR_CONNECT);
 	upconn_fail(uc, REASON_UPSTREAM_UNREACHABLE);
 }
 

@@ -466,6 +466,13 @@ budget_charge(struct budget *b, const char *jti, int64_t exp, uint64_t limit,
 	return 0;
 }
 
+void
+budget_fill(const struct budget *b, uint64_t *live, uint64_t *limit)
+{
+	*live = b != NULL ? b->b_live : 0;
+	*limit = b != NULL ? budget_max_load(b->b_cap) : 0;
+}
+
 /*
  * Turn the entries of tokens dead for more than BUDGET_PRUNE_GRACE into
  * tombstones, and compact the table once tombstones take an eighth of it.

@@ -63,6 +63,11 @@ int budget_charge(struct budget *, const char *jti, int64_t exp, uint64_t limit,
     uint64_t *used);
 /* Drop entries whose exp is more than BUDGET_PRUNE_GRACE before now. */
 void budget_prune(struct budget *, int64_t now);
+/*
+ * Fill of the table: live entries, and how many it may hold (3/4 of its
+ * slots); a new jti is refused once live reaches the limit.
+ */
+void budget_fill(const struct budget *, uint64_t *live, uint64_t *limit);
 
 /*
  * revoke.c: revoked jtis. The file list comes with each policy snapshot

@@ -546,6 +546,22 @@ class TestAudit(st.ProxyTestCase):
                   "refused (%r)" % after, file=sys.stderr)
         _, _, _, _, smp = tah.scrape(msock)
         self.assertEqual(tah.metric(smp, "sluice_audit_failed"), 0)
+        # The daemon runs as its user and non-dumpable: /proc/self/fd is
+        # not readable then, and the probe counts the descriptors.
+        fds = tah.metric(smp, "process_open_fds")
+        self.assertGreater(fds, 5)  # listeners, audit, budget, sockets
+        self.assertLess(fds, 200)
+        self.assertGreater(tah.metric(smp, "process_resident_memory_bytes"),
+                           1 << 20)
+        self.assertAlmostEqual(
+            tah.metric(smp, "sluice_policy_last_load_timestamp_seconds"),
+            time.time(), delta=120)
+        self.assertEqual(tah.metric(smp, "sluice_budget_entries_limit"),
+                         65536 // 4 * 3)
+        kinds = {l.get("kind") for n, l, v in smp
+                 if n == "sluice_upstream_errors_total"}
+        self.assertEqual(kinds, {"dns", "destination", "connect", "timeout",
+                                 "tls", "tls_verify", "pin"})
         tah.stop_clean(self, s)
         self.assertNoSecrets(log)
         lines = tah.read_lines(log)
@@ -585,6 +601,14 @@ class TestAudit(st.ProxyTestCase):
             "sluice_audit_failed": "gauge",
             "sluice_kernel_drops_total": "counter",
             "sluice_policy_reloads_total": "counter",
+            "sluice_policy_last_load_timestamp_seconds": "gauge",
+            "sluice_upstream_errors_total": "counter",
+            "sluice_budget_entries": "gauge",
+            "sluice_budget_entries_limit": "gauge",
+            "process_open_fds": "gauge",
+            "process_max_fds": "gauge",
+            "process_resident_memory_bytes": "gauge",
+            "process_start_time_seconds": "gauge",
         }
         for fam, typ in want.items():
             with self.subTest(family=fam):

@@ -44,7 +44,7 @@ LOG = "".join([
         bytes_out=100),
     req(3, "allow", "ok", 200, route="model", sub="run-a", bytes_in=5,
         bytes_out=50),
-    req(4, "deny", "path_denied", 403, route="model", sub="run-b",
+    req(4, "deny", "path_not_allowed", 403, route="model", sub="run-b",
         path="/v1/\u001b[2J\u001b]0;pwned\u0007\nfake line\u0085x\ufffd"),
     req(5, "deny", "token_missing", 407, count=41),
     line(6, "connect.tunnel", decision="allow", reason="upstream_timeout",
@@ -100,7 +100,7 @@ class TestAuditView(unittest.TestCase):
         p = self.run_sluice("tail", "--sub", "run-b", self.log)
         got = p.stdout.decode().splitlines()
         self.assertEqual(len(got), 2, got)
-        self.assertIn("path_denied", got[0])
+        self.assertIn("path_not_allowed", got[0])
         self.assertIn("connect.tunnel", got[1])
         # Not a terminal: no colour unless asked for.
         self.assertNotIn(b"\x1b[", self.run_sluice("tail", self.log).stdout)

@@ -238,6 +238,20 @@ label(const struct sample *s, const char *k)
 	return NULL;
 }
 
+/* The value of name{kind="kind"}; -1 if none. */
+static double
+value_kind(const struct scrape *sc, const char *name, const char *kind)
+{
+	size_t i;
+
+	for (i = 0; i < sc->ns; i++)
+		if (strcmp(sc->s[i].name, name) == 0 &&
+		    label(&sc->s[i], "kind") != NULL &&
+		    strcmp(label(&sc->s[i], "kind"), kind) == 0)
+			return sc->s[i].v;
+	return -1;
+}
+
 /* The value of the one sample with these labels (NULL: any); -1 if none. */
 static double
 value(const struct scrape *sc, const char *name, const char *route,
@@ -375,7 +389,12 @@ test_render_empty(void **state)
 		"sluice_kernel_drops_total",
 		"sluice_kernel_drop_rule_packets_total",
 		"sluice_kernel_drop_rule_bytes_total",
-		"sluice_policy_reloads_total" };
+		"sluice_policy_reloads_total", "process_open_fds",
+		"process_max_fds", "process_resident_memory_bytes",
+		"process_start_time_seconds",
+		"sluice_policy_last_load_timestamp_seconds",
+		"sluice_budget_entries", "sluice_budget_entries_limit",
+		"sluice_upstream_errors_total" };
 	struct scrape *sc = malloc(sizeof(*sc));
 	char *t = render();
 	size_t i;
@@ -399,8 +418,92 @@ test_render_empty(void **state)
 	check_histogram(sc, "sluice_request_duration_seconds", 0, 0);
 	/* No request yet: no request series at all. */
 	assert_true(value(sc, "sluice_requests_total", NULL, NULL, NULL) == -1);
+	/* The process: stdin/out/err at least, some memory, started now. */
+	assert_true(value(sc, "process_open_fds", NULL, NULL, NULL) >= 3);
+	assert_true(value(sc, "process_max_fds", NULL, NULL, NULL) >=
+	    value(sc, "process_open_fds", NULL, NULL, NULL));
+	assert_true(value(sc, "process_resident_memory_bytes", NULL, NULL,
+			NULL) > 100000);
+	assert_true(
+	    fabs(value(sc, "process_start_time_seconds", NULL, NULL, NULL) -
+		(double)time(NULL)) < 60);
+	/* No policy loaded yet, no budget table: zeros, not absent. */
+	assert_true(value(sc, "sluice_policy_last_load_timestamp_seconds", NULL,
+			NULL, NULL) == 0);
+	assert_true(value(sc, "sluice_budget_entries", NULL, NULL, NULL) == 0);
+	/* Every kind of upstream error is a series from the start. */
+	assert_true(value_kind(sc, "sluice_upstream_errors_total", "dns") == 0);
+	assert_true(value_kind(sc, "sluice_upstream_errors_total", "pin") == 0);
 	free(t);
 	free(sc);
+}
+
+/*
+ * Upstream failures: "error", not "deny", so that the deny share means
+ * policy refusals; counted by kind; the budget table's fill; the time the
+ * policy in force was loaded.
+ */
+static void
+test_errors_budget_policy_time(void **state)
+{
+	static const char *const auds[] = { "model-proxy" };
+	struct config *cf = make_config(auds, 1);
+	struct scrape *sc = malloc(sizeof(*sc));
+	char dir[] = "/tmp/sluice-metrics-XXXXXX", why[256], path[64];
+	struct budget *b;
+	uint64_t used;
+	char *t;
+	time_t before = time(NULL);
+
+	(void)state;
+	assert_non_null(sc);
+	metrics_configure(cf);
+	metrics_request("model-proxy", 1, REASON_UPSTREAM_TIMEOUT, 5, 0, 1.0);
+	metrics_request("model-proxy", 0, REASON_UPSTREAM_UNREACHABLE, 5, 0,
+	    0.1);
+	metrics_request("model-proxy", 0, REASON_PATH_NOT_ALLOWED, 5, 0, 0.0);
+	metrics_tunnel("model-proxy", 1, REASON_UPSTREAM_TLS_ERROR, 0, 0, 0.5);
+	metrics_upstream_error(METRICS_UPERR_DNS);
+	metrics_upstream_error(METRICS_UPERR_TLS_VERIFY);
+	metrics_upstream_error(METRICS_UPERR_TLS_VERIFY);
+	metrics_upstream_error((enum metrics_uperr)99); /* ignored */
+	assert_non_null(mkdtemp(dir));
+	b = budget_open_capacity(dir, 64, why, sizeof(why));
+	assert_non_null(b);
+	assert_int_equal(budget_charge(b, "j1", before + 600, 5, &used), 0);
+	assert_int_equal(budget_charge(b, "j2", before + 600, 5, &used), 0);
+	assert_int_equal(budget_charge(b, "j2", before + 600, 5, &used), 0);
+	metrics_budget(b);
+	t = render();
+	parse_text(sc, t);
+	assert_true(value(sc, "sluice_requests_total", "model-proxy", "error",
+			"upstream_timeout") == 1);
+	assert_true(value(sc, "sluice_requests_total", "model-proxy", "error",
+			"upstream_unreachable") == 1);
+	assert_true(value(sc, "sluice_requests_total", "model-proxy", "deny",
+			"path_not_allowed") == 1);
+	assert_true(value(sc, "sluice_requests_total", "model-proxy", "deny",
+			"upstream_unreachable") == -1);
+	assert_true(value(sc, "sluice_tunnels_total", "model-proxy", "error",
+			"upstream_tls_error") == 1);
+	assert_true(value_kind(sc, "sluice_upstream_errors_total", "dns") == 1);
+	assert_true(
+	    value_kind(sc, "sluice_upstream_errors_total", "tls_verify") == 2);
+	assert_true(
+	    value_kind(sc, "sluice_upstream_errors_total", "connect") == 0);
+	assert_true(value(sc, "sluice_budget_entries", NULL, NULL, NULL) == 2);
+	assert_true(
+	    value(sc, "sluice_budget_entries_limit", NULL, NULL, NULL) == 48);
+	assert_true(value(sc, "sluice_policy_last_load_timestamp_seconds", NULL,
+			NULL, NULL) >= (double)before);
+	free(t);
+	metrics_budget(NULL);
+	budget_close(b);
+	snprintf(path, sizeof(path), "%s/budget.db", dir);
+	unlink(path);
+	rmdir(dir);
+	free(sc);
+	free_config(cf);
 }
 
 static void
@@ -797,6 +900,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_render_empty, setup),
 		cmocka_unit_test_setup(test_counts, setup),
+		cmocka_unit_test_setup(test_errors_budget_policy_time, setup),
 		cmocka_unit_test_setup(test_reload_outcome, setup),
 		cmocka_unit_test_setup(test_route_cap, setup),
 		cmocka_unit_test_setup(test_listener_strict_and_capped, setup),
