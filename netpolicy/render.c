@@ -327,6 +327,8 @@ icmpv6_type_name(uint8_t t)
 		return "parameter-problem";
 	case 128:
 		return "echo-request";
+	case 131:
+		return "mld-listener-report";
 	case 129:
 		return "echo-reply";
 	case 133:
@@ -339,6 +341,8 @@ icmpv6_type_name(uint8_t t)
 		return "nd-neighbor-advert";
 	case 137:
 		return "nd-redirect";
+	case 143:
+		return "mld2-listener-report";
 	default:
 		return NULL;
 	}

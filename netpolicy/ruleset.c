@@ -52,8 +52,11 @@
 #define NP_LOG_BURST 5
 
 /* The ICMPv6 types IPv6 needs on-link: address resolution and DAD. */
-#define NP_ICMPV6_NS 135
-#define NP_ICMPV6_NA 136
+#define NP_ICMPV6_NS      135
+#define NP_ICMPV6_NA      136
+#define NP_ICMPV6_MLD_REP 131 /* MLDv1 listener report */
+#define NP_ICMPV6_RS      133 /* router solicitation */
+#define NP_ICMPV6_MLD2    143 /* MLDv2 listener report */
 
 #define NP_CHAIN_SANDBOX_IN   "sandbox_in"
 #define NP_CHAIN_SANDBOX_DROP "sandbox_drop"
@@ -226,14 +229,10 @@ np_ruleset_nrules(const struct np_ruleset *rs)
 int
 np_rule_is_drop(const struct np_rule *ru)
 {
-	size_t i;
-
-	for (i = 0; i + 1 < ru->ru_nexprs; i++)
-		if (ru->ru_exprs[i].ex_type == NP_E_COUNTER &&
-		    ru->ru_exprs[i + 1].ex_type == NP_E_VERDICT &&
-		    ru->ru_exprs[i + 1].ex_verdict == NF_DROP)
-			return 1;
-	return 0;
+	/* Only the catch-all "counter drop": not the quiet ICMPv6 drops. */
+	return ru->ru_nexprs == 2 && ru->ru_exprs[0].ex_type == NP_E_COUNTER &&
+	    ru->ru_exprs[1].ex_type == NP_E_VERDICT &&
+	    ru->ru_exprs[1].ex_verdict == NF_DROP;
 }
 
 void
@@ -616,6 +615,36 @@ np_add_nd_rules(struct np_chain *ch)
 	for (i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
 		rb_init(&b, np_chain_add_rule(ch));
 		rb_icmpv6_nd(&b, types[i]);
+		if (b.err)
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * What an IPv6 stack sends by itself when an interface comes up: MLD
+ * listener reports (hop limit 1) and router solicitations (hop limit 255)
+ * to link-local multicast. Dropped by a counted rule of their own, before
+ * the logging rule, so that they are not reported as escape attempts
+ * (net.drop) on every start; they are still dropped. No process without
+ * CAP_NET_RAW can send these (ICMP sockets send echo requests only).
+ */
+static int
+np_add_quiet_drops(struct np_chain *ch)
+{
+	static const struct {
+		uint8_t type, hoplimit;
+	} q[] = { { NP_ICMPV6_MLD2, 1 }, { NP_ICMPV6_MLD_REP, 1 },
+		{ NP_ICMPV6_RS, 255 } };
+	struct rb b;
+	size_t i;
+
+	for (i = 0; i < sizeof(q) / sizeof(q[0]); i++) {
+		rb_init(&b, np_chain_add_rule(ch));
+		rb_th_cmp(&b, IPPROTO_ICMPV6, 0, &q[i].type, 1);
+		rb_net_cmp(&b, NFPROTO_IPV6, 7, &q[i].hoplimit, 1);
+		rb_add(&b, NP_E_COUNTER);
+		rb_verdict(&b, NF_DROP, NULL);
 		if (b.err)
 			return -1;
 	}
@@ -1052,7 +1081,7 @@ np_build_sidecar(struct np_ruleset *rs, const struct np_input *in, char *why,
 	 * periodically anyway, and the sandbox has no business configuring
 	 * routes.
 	 */
-	if (np_add_nd_rules(ch) == -1)
+	if (np_add_nd_rules(ch) == -1 || np_add_quiet_drops(ch) == -1)
 		goto nomem;
 
 	if (np_add_log_drop(ch, in->ni_log_group) == -1 ||
@@ -1292,7 +1321,7 @@ np_build_gateway(struct np_ruleset *rs, const struct np_input *in, char *why,
 			return -1;
 	}
 	/* The sandboxes resolve the gateway's link-layer address. */
-	if (np_add_nd_rules(ch_sin) == -1)
+	if (np_add_nd_rules(ch_sin) == -1 || np_add_quiet_drops(ch_sin) == -1)
 		goto nomem;
 	rb_init(&b, np_chain_add_rule(ch_sin));
 	rb_verdict(&b, NFT_JUMP, NP_CHAIN_SANDBOX_DROP);

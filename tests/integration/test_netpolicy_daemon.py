@@ -326,7 +326,9 @@ class Daemon(unittest.TestCase):
         def nft_counter():
             out = self.sbx.nft("list", "chain", "inet", "sluice",
                                "output").stdout
-            m = re.search(r"counter packets (\d+) bytes (\d+) drop", out)
+            # The catch-all drop (a line of its own), not a quiet drop.
+            m = re.search(r"^\s*counter packets (\d+) bytes (\d+) drop$",
+                          out, re.M)
             return int(m.group(1)), int(m.group(2))
 
         def scrape():

@@ -115,6 +115,12 @@ static const char sidecar_text[] =
     "ct mark set 0x736c7563 accept\n"
     "\t\ticmpv6 type nd-neighbor-solicit ip6 hoplimit 255 accept\n"
     "\t\ticmpv6 type nd-neighbor-advert ip6 hoplimit 255 accept\n"
+    "\t\ticmpv6 type mld2-listener-report ip6 hoplimit 1 counter packets 0 "
+    "bytes 0 drop\n"
+    "\t\ticmpv6 type mld-listener-report ip6 hoplimit 1 counter packets 0 "
+    "bytes 0 drop\n"
+    "\t\ticmpv6 type nd-router-solicit ip6 hoplimit 255 counter packets 0 "
+    "bytes 0 drop\n"
     "\t\tlimit rate 10/second log group 7\n"
     "\t\tcounter packets 0 bytes 0 drop\n"
     "\t}\n"
@@ -152,6 +158,12 @@ static const char gateway_text[] =
     "\t\tip6 daddr 2001:2:0:1::1 tcp dport 3128 accept\n"
     "\t\ticmpv6 type nd-neighbor-solicit ip6 hoplimit 255 accept\n"
     "\t\ticmpv6 type nd-neighbor-advert ip6 hoplimit 255 accept\n"
+    "\t\ticmpv6 type mld2-listener-report ip6 hoplimit 1 counter packets 0 "
+    "bytes 0 drop\n"
+    "\t\ticmpv6 type mld-listener-report ip6 hoplimit 1 counter packets 0 "
+    "bytes 0 drop\n"
+    "\t\ticmpv6 type nd-router-solicit ip6 hoplimit 255 counter packets 0 "
+    "bytes 0 drop\n"
     "\t\tjump sandbox_drop\n"
     "\t}\n"
     "\n"
@@ -187,11 +199,12 @@ test_sidecar_model(void **state)
 	assert_string_equal(out->ch_type, "filter");
 	/*
 	 * 3 anti-spoofing (loopback, 2 resolvers), lo, established by uid,
-	 * established by mark, 2 upstream sets, 2 resolvers x 2, 2 ND, log,
-	 * drop; the spoofed chain's log and drop.
+	 * established by mark, 2 upstream sets, 2 resolvers x 2, 2 ND, 3
+	 * quiet drops of the kernel's own MLD/RS, log, drop; the spoofed
+	 * chain's log and drop.
 	 */
-	assert_int_equal(out->ch_nrules, 16);
-	assert_int_equal(np_ruleset_nrules(rs), 18);
+	assert_int_equal(out->ch_nrules, 19);
+	assert_int_equal(np_ruleset_nrules(rs), 21);
 
 	s4 = np_ruleset_set(rs, NP_SET_UPSTREAM4);
 	s6 = np_ruleset_set(rs, NP_SET_UPSTREAM6);
@@ -214,11 +227,14 @@ test_sidecar_model(void **state)
 	assert_int_equal(ntohs(port), 8443);
 
 	/* The last rule is the counted drop, whatever the chain policy. */
-	assert_int_equal(out->ch_rules[15].ru_exprs[0].ex_type, NP_E_COUNTER);
-	assert_int_equal(out->ch_rules[15].ru_exprs[1].ex_type, NP_E_VERDICT);
-	assert_int_equal(out->ch_rules[15].ru_exprs[1].ex_verdict, NF_DROP);
-	assert_true(np_rule_is_drop(&out->ch_rules[15]));
+	assert_int_equal(out->ch_rules[18].ru_exprs[0].ex_type, NP_E_COUNTER);
+	assert_int_equal(out->ch_rules[18].ru_exprs[1].ex_type, NP_E_VERDICT);
+	assert_int_equal(out->ch_rules[18].ru_exprs[1].ex_verdict, NF_DROP);
+	assert_true(np_rule_is_drop(&out->ch_rules[18]));
+	assert_false(np_rule_is_drop(&out->ch_rules[17]));
+	/* The quiet ICMPv6 drops are not the catch-all drop. */
 	assert_false(np_rule_is_drop(&out->ch_rules[14]));
+	assert_false(np_rule_is_drop(&out->ch_rules[16]));
 	np_ruleset_free(rs);
 }
 
@@ -259,7 +275,7 @@ test_sidecar_no_loopback(void **state)
 	assert_null(strstr(text, "dport 53"));
 	/* The loopback anti-spoofing rule stays: it does not need "lo". */
 	assert_non_null(strstr(text, "ip saddr 127.0.0.0/8"));
-	assert_int_equal(np_ruleset_nrules(rs), 11);
+	assert_int_equal(np_ruleset_nrules(rs), 14);
 	free(text);
 	np_ruleset_free(rs);
 }

@@ -237,7 +237,7 @@ test_chain_and_table(void **state)
 	snprintf(have->rs_chains[0].ch_name, NP_NAME_MAX, "%s", "other");
 	assert_int_equal(diff(want, have, &ls), 2);
 	assert_string_equal(ls.l[0], "chain output: missing");
-	assert_string_equal(ls.l[1], "chain other: unexpected (13 rules)");
+	assert_string_equal(ls.l[1], "chain other: unexpected (16 rules)");
 	np_ruleset_free(have);
 
 	/* No table at all. */
