@@ -493,6 +493,32 @@ test_close_once_head(void **state)
 	expect_one_line("internal_error", "deny");
 }
 
+/*
+ * A refusal that closes the connection (400) logs its request then; the
+ * closes that follow (conn_close() itself, the end of a drain) add no
+ * line, also none counted into an aggregate one.
+ */
+static void
+test_close_once_denied(void **state)
+{
+	static const char req[] =
+	    "GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\n"
+	    "Bad line\r\n\r\n";
+	struct conn *c;
+	int fd;
+
+	(void)state;
+	fd = connect_one(25);
+	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	c = conn_in(CONN_S_FLUSH);
+	conn_close(c, REASON_INTERNAL_ERROR);
+	conn_close(c, REASON_DRAIN_TIMEOUT);
+	conn_close_all(); /* and clients_flush(): aggregates are out */
+	close(fd);
+	settle();
+	expect_one_line("bad_request", "deny");
+}
+
 /* Only the admit step makes a request ok: a close with ok cannot. */
 static void
 test_close_ok_not_admitted(void **state)
@@ -612,6 +638,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_env_current, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_close_once_head, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_close_once_denied, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_close_ok_not_admitted,
 		    setup, teardown),
