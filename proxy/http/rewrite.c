@@ -111,6 +111,7 @@ rw_connection_protected(const struct http1_msg *m)
 size_t
 rw_content_length(char *buf, uint64_t n)
 {
+	static const char name[16] = "Content-Length: "; /* no NUL */
 	char digits[24];
 	size_t i = sizeof(digits), len;
 
@@ -119,10 +120,11 @@ rw_content_length(char *buf, uint64_t n)
 		n /= 10;
 	} while (n != 0);
 	len = sizeof(digits) - i;
-	memcpy(buf, "Content-Length: ", 16);
-	memcpy(buf + 16, digits + i, len);
-	memcpy(buf + 16 + len, "\r\n", 2);
-	return 16 + len + 2;
+	memcpy(buf, name, sizeof(name));
+	memcpy(buf + sizeof(name), digits + i, len);
+	buf[sizeof(name) + len] = '\r';
+	buf[sizeof(name) + len + 1] = '\n';
+	return sizeof(name) + len + 2;
 }
 
 size_t

@@ -117,7 +117,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	up.path_len = strlen(up.path);
 	up.inject = pool + (sel & 1);
 	up.ninject = (sel >> 1) & 3;
-	up.drop_authorization = (sel >> 6) & 1;
+	up.drop_authorization = (int)((sel >> 6) & 1);
 	memset(&m, 0, sizeof(m));
 	m.hdrs = hdrs_in;
 	m.max_hdrs = 1000;

@@ -252,6 +252,7 @@ static size_t
 rwc_rechunk(const char *payload, size_t len, const size_t *cuts, size_t ncuts,
     char *out, size_t cap)
 {
+	static const char tail[2] = RW_CHUNK_TAIL, last[5] = RW_CHUNK_LAST;
 	size_t at = 0, prev = 0, i, n;
 
 	for (i = 0; i <= ncuts; i++) {
@@ -265,13 +266,13 @@ rwc_rechunk(const char *payload, size_t len, const size_t *cuts, size_t ncuts,
 		at += rw_chunk_line(out + at, n);
 		memcpy(out + at, payload + prev, n);
 		at += n;
-		memcpy(out + at, RW_CHUNK_TAIL, 2);
+		memcpy(out + at, tail, sizeof(tail));
 		at += 2;
 		prev = end;
 	}
 	if (at + 5 > cap)
 		return 0;
-	memcpy(out + at, RW_CHUNK_LAST, 5);
+	memcpy(out + at, last, sizeof(last));
 	return at + 5;
 }
 

@@ -143,7 +143,7 @@ teardown(void **state)
 		}
 	}
 	assert_int_equal(rmdir(dir), 0);
-	memcpy(dir + strlen(dir) - 6, "XXXXXX", 6);
+	strcpy(dir + strlen(dir) - 6, "XXXXXX");
 	return 0;
 }
 
@@ -233,7 +233,7 @@ audit_lines(size_t *n)
 		assert_non_null(lines[*n] = cJSON_Parse(line));
 		(*n)++;
 	}
-	fclose(f);
+	(void)fclose(f);
 	return lines;
 }
 
