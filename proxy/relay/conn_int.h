@@ -153,9 +153,10 @@ const char *conn_state_name(enum conn_state);
 void conn_set_state(struct conn *, enum conn_state to);
 /*
  * The only way a connection ends. r is how: the reason the audit line of
- * a request still pending gives (REASON_OK only for a request admitted
- * before, see relay_admit()). Safe to call again: a closed connection
- * stays closed and its line is written once.
+ * a request still pending gives. Only relay_admit() makes a request ok:
+ * REASON_OK leaves one not admitted with its own reason. Safe to call
+ * again until the loop frees the conn: it stays closed, its line written
+ * once.
  */
 void conn_close(struct conn *, enum reason r);
 /* Write the last response, then close gracefully (FLUSH). */
