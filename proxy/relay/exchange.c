@@ -63,7 +63,6 @@ build_upstream_head(struct evbuffer *out, const struct http1_msg *m,
 		return -1;
 	v.iov_len = rw_request_head(m, u, &up, v.iov_base, v.iov_len,
 	    &rq->rq_auth_removed);
-	explicit_bzero(inject, sizeof(inject));
 	return evbuffer_commit_space(out, &v, 1);
 }
 
