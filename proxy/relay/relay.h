@@ -102,8 +102,10 @@ void listener_close_all(void);
 int listener_same(const struct config *);
 
 /*
- * conn.c: one client connection: request heads, the decision, streaming to
- * and from the upstream, CONNECT tunnels, denial responses.
+ * conn.c: one client connection: its state, accept, drain and close; with
+ * head.c (request heads, the decision, admission), exchange.c (bodies and
+ * the upstream leg), tunnel.c (CONNECT tunnels) and respond.c (denials and
+ * the audit line), which share conn_int.h.
  */
 /*
  * Takes fd (closed on failure); the conn keeps env. Returns 0, or -1 out

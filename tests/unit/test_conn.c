@@ -2,8 +2,12 @@
  * A connection (proxy/conn.c) driven through a socketpair, with a real
  * struct proxy_env around it: a policy loaded from a temporary file, the
  * audit log in a temporary directory, real revocations, budget and token
- * cache. No daemon, no listener, no upstream: what is refused before any
- * upstream is involved, answered and written to the audit log once.
+ * cache. No daemon, no listener: what is refused before any upstream is
+ * involved, answered and written to the audit log once; and a connection
+ * closed again and again, through different paths (conn_close() itself,
+ * the end of a drain, the client), before and after its request was
+ * admitted to an upstream that never answers: one audit line, with the
+ * reason of the close that ended it.
  */
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -28,10 +32,14 @@
 #include <event2/event.h>
 
 #include "proxy/proxy.h"
+#include "proxy/relay/conn_int.h"
 
 static char dir[] = "/tmp/sluice-test-conn-XXXXXX";
 static char path_key[96], path_policy[96], path_audit[96];
 static struct proxy_env env;
+/* The route's upstream object (its members), for load_policy(). */
+static char upstream_json[160];
+static int listen_fd = -1; /* an upstream that never answers */
 
 static void
 write_file(const char *path, const char *s, mode_t mode)
@@ -60,11 +68,10 @@ load_policy(const char *route_extra, const struct config *prev)
 	    "\"tokens\":{\"keys\":[{\"alg\":\"HS256\",\"secret_file\":"
 	    "\"%s\"}]},"
 	    "\"routes\":[{\"audience\":\"a\",\"hosts\":[\"a.test\"],%s"
-	    "\"upstream\":{\"url\":\"http://198.18.0.2/\","
-	    "\"allow_plaintext\":true}}],"
+	    "\"upstream\":{%s}}],"
 	    "\"audit\":{\"path\":\"%s\",\"fsync\":\"never\"},"
 	    "\"netpolicy\":{\"mode\":\"off\"},\"state_dir\":\"%s\"}",
-	    path_key, route_extra, path_audit, dir);
+	    path_key, route_extra, upstream_json, path_audit, dir);
 	write_file(path_policy, policy, 0644);
 	if ((cf = config_load(path_policy, prev, why, sizeof(why))) == NULL)
 		fail_msg("config_load: %s", why);
@@ -85,6 +92,9 @@ setup(void **state)
 
 	memset(&env, 0, sizeof(env));
 	assert_non_null(env.pe_base = event_base_new());
+	assert_int_equal(upstream_init(env.pe_base, why, sizeof(why)), 0);
+	snprintf(upstream_json, sizeof(upstream_json),
+	    "\"url\":\"http://198.18.0.2/\",\"allow_plaintext\":true");
 	/* methods: the default, ["POST"]. */
 	env.pe_cf = load_policy("", NULL);
 	env.pe_audit = audit_open(&env.pe_cf->cf_audit, dir, env.pe_base, why,
@@ -108,6 +118,11 @@ teardown(void **state)
 	if (env.pe_audit != NULL)
 		audit_close(env.pe_audit);
 	token_cache_free(env.pe_cache);
+	if (env.pe_ups != NULL)
+		upstreams_unref(env.pe_ups);
+	if (listen_fd != -1)
+		close(listen_fd);
+	listen_fd = -1;
 	revocations_close(env.pe_revs);
 	budget_close(env.pe_budget);
 	config_unref(env.pe_cf);
@@ -128,7 +143,7 @@ teardown(void **state)
 		}
 	}
 	assert_int_equal(rmdir(dir), 0);
-	memcpy(dir + strlen(dir) - 6, "XXXXXX", 6);
+	strcpy(dir + strlen(dir) - 6, "XXXXXX");
 	return 0;
 }
 
@@ -218,7 +233,7 @@ audit_lines(size_t *n)
 		assert_non_null(lines[*n] = cJSON_Parse(line));
 		(*n)++;
 	}
-	fclose(f);
+	(void)fclose(f);
 	return lines;
 }
 
@@ -404,6 +419,215 @@ test_env_current(void **state)
 	audit_lines_free(lines, n);
 }
 
+/* The connection accepted last (the list's tail), once in state st. */
+static struct conn *
+conn_in(enum conn_state st)
+{
+	struct timespec start, now;
+	struct conn *c;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		event_base_loop(env.pe_base, EVLOOP_NONBLOCK);
+		c = TAILQ_LAST(&relay_conns, conn_list);
+		assert_non_null(c);
+		if (c->cn_state == st)
+			return c;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec - start.tv_sec > 5)
+			fail_msg("connection in %s, not %s",
+			    conn_state_name(c->cn_state), conn_state_name(st));
+		usleep(1000);
+	}
+}
+
+/* Run the loop until every connection is freed. */
+static void
+settle(void)
+{
+	int i;
+
+	while (conn_count() != 0)
+		event_base_loop(env.pe_base, EVLOOP_ONCE);
+	for (i = 0; i < 3; i++)
+		event_base_loop(env.pe_base, EVLOOP_NONBLOCK);
+}
+
+/* The one audit line there must be: its reason and decision. */
+static void
+expect_one_line(const char *reason, const char *decision)
+{
+	cJSON **lines;
+	size_t n;
+
+	lines = audit_lines(&n);
+	if (n != 1)
+		fail_msg("%zu audit lines, want 1", n);
+	assert_string_equal(str_field(lines[0], "reason"), reason);
+	assert_string_equal(str_field(lines[0], "decision"), decision);
+	audit_lines_free(lines, n);
+}
+
+/*
+ * A head not read whole, closed three ways (directly twice, then the end
+ * of a drain, then the client): one audit line, with the first close's
+ * reason.
+ */
+static void
+test_close_once_head(void **state)
+{
+	struct conn *c;
+	int fd;
+
+	(void)state;
+	fd = connect_one(20);
+	assert_int_equal(write(fd, "GET http://a.test/ HTTP/1.1\r\nHo", 31),
+	    31);
+	c = conn_in(CONN_S_HEAD);
+	conn_close(c, REASON_INTERNAL_ERROR);
+	assert_int_equal(conn_count(), 0);
+	conn_close(c, REASON_TOKEN_REVOKED);
+	conn_close_all();
+	close(fd);
+	settle();
+	expect_one_line("internal_error", "deny");
+}
+
+/*
+ * A refusal that closes the connection (400) logs its request then; the
+ * closes that follow (conn_close() itself, the end of a drain) add no
+ * line, also none counted into an aggregate one.
+ */
+static void
+test_close_once_denied(void **state)
+{
+	static const char req[] =
+	    "GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\n"
+	    "Bad line\r\n\r\n";
+	struct conn *c;
+	int fd;
+
+	(void)state;
+	fd = connect_one(25);
+	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	c = conn_in(CONN_S_FLUSH);
+	conn_close(c, REASON_INTERNAL_ERROR);
+	conn_close(c, REASON_DRAIN_TIMEOUT);
+	conn_close_all(); /* and clients_flush(): aggregates are out */
+	close(fd);
+	settle();
+	expect_one_line("bad_request", "deny");
+}
+
+/* Only the admit step makes a request ok: a close with ok cannot. */
+static void
+test_close_ok_not_admitted(void **state)
+{
+	struct conn *c;
+	int fd;
+
+	(void)state;
+	fd = connect_one(21);
+	assert_int_equal(write(fd, "GET http://a.test/ HTTP/1.1\r\n", 29), 29);
+	c = conn_in(CONN_S_HEAD);
+	conn_close(c, REASON_OK);
+	close(fd);
+	settle();
+	expect_one_line("bad_request", "deny");
+}
+
+/*
+ * A request admitted and sent to an upstream that takes the connection
+ * and never answers: the connection waits for the response.
+ */
+static int
+admitted(int host)
+{
+	struct sockaddr_in sin;
+	socklen_t len = sizeof(sin);
+	struct config *old = env.pe_cf;
+	char req[2048], why[256];
+	int fd;
+
+	assert_true((listen_fd = socket(AF_INET, SOCK_STREAM, 0)) >= 0);
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(listen_fd, (struct sockaddr *)&sin, sizeof(sin)),
+	    0);
+	assert_int_equal(listen(listen_fd, 8), 0);
+	assert_int_equal(getsockname(listen_fd, (struct sockaddr *)&sin, &len),
+	    0);
+	snprintf(upstream_json, sizeof(upstream_json),
+	    "\"url\":\"http://127.0.0.1:%u/\",\"allow_plaintext\":true,"
+	    "\"allow_private\":true",
+	    ntohs(sin.sin_port));
+	env.pe_cf = load_policy("", old);
+	config_unref(old);
+	assert_non_null(env.pe_ups = upstreams_new(env.pe_cf));
+	(void)why;
+	fd = connect_one(host);
+	request_with_token(req, sizeof(req), "POST", "/x", "jti-close");
+	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	return fd;
+}
+
+/*
+ * An admitted request cut by a close with a reason (a tunnel's token
+ * revoked, say): that reason is its audit line's, written once however
+ * many closes follow.
+ */
+static void
+test_close_once_admitted(void **state)
+{
+	struct conn *c;
+	int fd;
+
+	(void)state;
+	fd = admitted(22);
+	c = conn_in(CONN_S_EXCHANGE);
+	conn_close(c, REASON_TOKEN_REVOKED);
+	conn_close(c, REASON_CLIENT_CLOSED);
+	conn_close(c, REASON_OK);
+	conn_close_all();
+	close(fd);
+	settle();
+	expect_one_line("token_revoked", "allow");
+}
+
+/* The end of a drain cuts an admitted request: drain_timeout, once. */
+static void
+test_close_drain_admitted(void **state)
+{
+	struct conn *c;
+	int fd;
+
+	(void)state;
+	fd = admitted(23);
+	c = conn_in(CONN_S_EXCHANGE);
+	conn_close_all();
+	conn_close(c, REASON_INTERNAL_ERROR);
+	close(fd);
+	settle();
+	expect_one_line("drain_timeout", "allow");
+}
+
+/* The client hangs up on an admitted request: client_closed, once. */
+static void
+test_close_client_admitted(void **state)
+{
+	int fd;
+
+	(void)state;
+	fd = admitted(24);
+	(void)conn_in(CONN_S_EXCHANGE);
+	close(fd);
+	settle();
+	conn_close_all();
+	settle();
+	expect_one_line("client_closed", "allow");
+}
+
 int
 main(void)
 {
@@ -413,6 +637,18 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_env_current, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(test_close_once_head, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_close_once_denied, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_close_ok_not_admitted,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_close_once_admitted, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_close_drain_admitted,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_close_client_admitted,
+		    setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,205 @@
+/*
+ * The parts of a client connection (relay.h "conn"), shared by the files
+ * that handle it and by no one else: conn.c (state, close, accept, drain,
+ * client callbacks), head.c (request heads, facts, decision, admission),
+ * exchange.c (bodies, the upstream leg, the response), tunnel.c (CONNECT
+ * tunnels) and respond.c (denials, refusals and the audit line).
+ */
+#ifndef SLUICE_CONN_INT_H
+#define SLUICE_CONN_INT_H
+
+#include <sys/queue.h>
+#include <sys/time.h>
+
+#include <netinet/in.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proxy/http/http1.h"
+#include "proxy/http/reason.h"
+#include "proxy/relay/relay.h"
+#include "proxy/token/token.h"
+
+struct bufferevent;
+struct evbuffer;
+struct event;
+struct route;
+
+#define CONN_IO_MAX        262144 /* bytes per read/write call */
+#define CONN_HIGH_WATER    262144 /* pause the source above this */
+#define CONN_LOW_WATER     65536  /* resume it below this */
+#define CONN_RESP_HEAD_MAX 65536  /* bytes of an upstream response head */
+#define CONN_MAX_HDRS      1000   /* the parser's field array */
+#define CONN_AUDIT_STR     1024   /* bytes of host/path kept for audit */
+#define CONN_LINGER_MS     2000   /* reading after a last response */
+#define CONN_MAX_DENIALS   64     /* refusals in a row on one connection */
+#define CONN_LINGER_MAX    262144 /* bytes discarded while closing */
+#define CONN_REPLAY_MAX    65536  /* bytes kept to retry on a fresh upstream */
+
+enum conn_state {
+	CONN_S_IDLE = 0,    /* keep-alive: no request yet */
+	CONN_S_HEAD,        /* reading a request head */
+	CONN_S_UPSTREAM,    /* request allowed, waiting for upstream */
+	CONN_S_EXCHANGE,    /* request/response streaming */
+	CONN_S_TUNNEL_WAIT, /* CONNECT allowed, waiting for upstream */
+	CONN_S_TUNNEL,      /* relaying bytes both ways */
+	CONN_S_FLUSH,       /* writing a last response, then close */
+	CONN_S_CLOSED,      /* freed from the loop soon */
+	CONN_S__COUNT
+};
+
+/* What body_relay() does with chunked framing. */
+enum body_mode {
+	BODY_PASS = 0, /* forward it unchanged (validated) */
+	BODY_DECHUNK,  /* forward the payload only (HTTP/1.0 clients) */
+	BODY_RECHUNK   /* write framing of our own, drop extensions and trailers
+			*/
+};
+
+/* How one body (request or response) is being relayed. */
+struct body {
+	enum http1_body bd_kind;
+	uint64_t bd_left;              /* LENGTH: bytes still to come */
+	struct http1_chunked bd_chunk; /* CHUNKED */
+	enum body_mode bd_mode;        /* what becomes of chunk framing */
+	int bd_done;
+	uint64_t bd_bytes; /* payload bytes relayed */
+};
+
+/*
+ * What one request needs until it completes. Allocated when a request
+ * head arrives and freed when it is done, so that an idle keep-alive
+ * connection holds none of it. Owned by its conn.
+ */
+struct request {
+	struct config *rq_cf;     /* the policy it started with */
+	struct upstreams *rq_ups; /* and that policy's upstream state */
+	const struct route *rq_route;
+	struct upconn *rq_up;
+	struct timeval rq_start;
+	enum reason rq_reason;
+	int rq_status;
+	int rq_connect;
+	int rq_head_method; /* HEAD: no response body */
+	int rq_client_minor;
+	int rq_close;                /* close the client afterwards */
+	int rq_logged;               /* audit line written */
+	int rq_forwarded;            /* a byte went upstream: "allow" */
+	int rq_head_sent;            /* response head went to the client */
+	int rq_up_close;             /* upstream said close / EOF body */
+	uint64_t rq_bytes_in;        /* client to upstream */
+	uint64_t rq_bytes_out;       /* upstream to client */
+	struct body rq_body;         /* client to upstream */
+	struct body rq_rbody;        /* upstream to client */
+	struct evbuffer *rq_pending; /* head built before upstream ready */
+	struct evbuffer *rq_replay; /* sent on a reused upstream, for a retry */
+	int rq_retried;             /* the one retry was made */
+	int rq_idempotent;          /* RFC 9110 9.2.2 */
+	size_t rq_scan;             /* response head terminator scan */
+	char rq_method[24];
+	char rq_sub[TOKEN_MAX_STR + 1];
+	char rq_jti[TOKEN_MAX_STR + 1];
+	char *rq_host;
+	char *rq_path;
+	char rq_upaddr[56];
+	int rq_eof[2];            /* tunnel: read EOF per side */
+	struct timeval rq_active; /* tunnel: last byte either way */
+	int rq_shut[2];           /* tunnel: write side shut down */
+	int64_t rq_expires;       /* tunnel: token exp + leeway */
+	int64_t rq_exp;           /* the verified token's exp claim */
+	uint64_t rq_budget_limit; /* the decision's budget limit */
+	const char *rq_detail;    /* bad_request: what was wrong */
+	int rq_auth_strip;        /* Authorization is not the token */
+	int rq_auth_removed;      /* ... and was removed upstream */
+	char rq_id[CLIENTS_ID_LEN];
+};
+
+/*
+ * A client connection. Owned by the global list; freed only by
+ * conn_free_cb() from the loop after conn_close().
+ */
+struct conn {
+	TAILQ_ENTRY(conn) cn_entry;
+	struct proxy_env *cn_env; /* what it was accepted into */
+	enum conn_state cn_state;
+	size_t cn_listener; /* index into cf_listeners */
+	struct bufferevent *cn_bev;
+	struct event *cn_timer; /* header deadline */
+	struct event *cn_free;  /* frees the conn from the loop */
+	struct request *cn_req;
+	size_t cn_scan; /* request head terminator scan */
+	int cn_draining;
+	unsigned cn_denials; /* refusals in a row, for the cap */
+	int cn_lingering;    /* FLUSH: write side shut, discarding input */
+	int cn_counted;      /* counted in clients_conn_add() */
+	int cn_broken;       /* the loop refused an event: close (timer) */
+	size_t cn_discarded; /* FLUSH: input bytes thrown away */
+	struct sockaddr_in6 cn_peer; /* big enough for both families */
+};
+
+TAILQ_HEAD(conn_list, conn);
+/* conn.c: every open connection, and whether all of them are draining. */
+extern struct conn_list relay_conns;
+extern int relay_draining;
+
+/*
+ * conn.c: the state table. Non-zero when a connection in state from may
+ * move to state to (staying is always allowed); conn_set_state() aborts
+ * on any other move.
+ */
+int conn_state_ok(enum conn_state from, enum conn_state to);
+const char *conn_state_name(enum conn_state);
+void conn_set_state(struct conn *, enum conn_state to);
+/*
+ * The only way a connection ends. r is how: the reason the audit line of
+ * a request still pending gives. Only relay_admit() makes a request ok:
+ * REASON_OK leaves one not admitted with its own reason. Safe to call
+ * again until the loop frees the conn: it stays closed, its line written
+ * once.
+ */
+void conn_close(struct conn *, enum reason r);
+/* Write the last response, then close gracefully (FLUSH). */
+void conn_flush_close(struct conn *);
+/* The event loop refused a change: close from the loop. */
+void conn_broken(struct conn *);
+/* bufferevent_enable/disable and evtimer_add, conn_broken() on failure. */
+void bev_on(struct conn *, struct bufferevent *, short what);
+void bev_off(struct conn *, struct bufferevent *, short what);
+void timer_on(struct conn *, struct event *, const struct timeval *);
+/* Write bev's output now (plain: 0 for TLS), arm EV_WRITE for the rest. */
+void out_flush(struct conn *, struct bufferevent *, int plain);
+/* Fill src's input as far as dst's output has room under the high mark. */
+void in_fill_for(struct bufferevent *src, struct bufferevent *dst);
+/* Pause the source while the destination holds too much. */
+void
+backpressure(struct conn *, struct bufferevent *src, struct bufferevent *dst);
+double elapsed_s(const struct conn *, const struct timeval *start);
+void peer_str(const struct conn *, char *buf, size_t len);
+const struct listener_conf *
+conn_listener(const struct conn *, const struct config *);
+char *dup_capped(const char *p, size_t len);
+struct request *request_new(struct conn *);
+void request_free(struct conn *);
+
+/* head.c: read and decide request heads while the conn waits for one. */
+void conn_step_head(struct conn *);
+
+/* exchange.c */
+void conn_start_upstream(struct conn *, const struct http1_msg *,
+    const struct uri *);
+/* Relay what the client's input holds of the request body. */
+void conn_req_body(struct conn *);
+
+/* tunnel.c */
+void conn_start_tunnel(struct conn *);
+
+/*
+ * respond.c: refuse the current request with reason r (keep: the
+ * connection may stay open), and the audit line and metrics of the
+ * current request with reason r, written once.
+ */
+void conn_deny(struct conn *, enum reason r, int keep);
+void request_log(struct conn *, enum reason r);
+
+#endif
