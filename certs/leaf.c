@@ -129,6 +129,12 @@ certs_leaf_names(const char *host, char *why, size_t whylen)
 		X509_free(x);
 		return NULL;
 	}
+	/*
+	 * IMPORTANT: NAME_CONSTRAINTS_check() reads the SAN from the
+	 * extension cache, which nothing else fills on a certificate built
+	 * here; without this it would check the subject only.
+	 */
+	(void)X509_get_extension_flags(x);
 	return x;
 }
 
