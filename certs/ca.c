@@ -554,6 +554,7 @@ certs_ca_from_mem(const unsigned char *cert, size_t certlen,
 	}
 	return ca;
 fail:
+	ERR_clear_error();
 	certs_ca_free(ca);
 	return NULL;
 }

@@ -156,6 +156,8 @@ server_cert_cb(SSL *ssl, void *arg)
 SSL_CTX *
 certs_server_ctx(struct certs_cache *cc, char *why, size_t whylen)
 {
+	/* Not const: the macro casts it to char * for SSL_CTX_ctrl. */
+	static char groups[] = "X25519:P-256:P-384";
 	SSL_CTX *ctx;
 
 	if (CRYPTO_THREAD_run_once(&exidx_once, exidx_init) != 1 || exidx < 0) {
@@ -171,7 +173,7 @@ certs_server_ctx(struct certs_cache *cc, char *why, size_t whylen)
 	    SSL_CTX_set_cipher_list(ctx,
 		"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
 		"ECDHE-ECDSA-CHACHA20-POLY1305") != 1 ||
-	    SSL_CTX_set1_groups_list(ctx, "X25519:P-256:P-384") != 1 ||
+	    SSL_CTX_set1_groups_list(ctx, groups) != 1 ||
 	    SSL_CTX_set_num_tickets(ctx, 0) != 1) {
 		certs_err(why, whylen, "cannot configure the TLS context");
 		SSL_CTX_free(ctx);
