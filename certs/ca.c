@@ -492,6 +492,29 @@ cert_from_mem(const unsigned char *buf, size_t len, char *why, size_t whylen)
 	return x;
 }
 
+/* 0 when a signature made with key verifies under pub. */
+static int
+key_signs_for(EVP_PKEY *key, EVP_PKEY *pub)
+{
+	static const unsigned char msg[] = "sluice certs key check";
+	unsigned char sig[256];
+	size_t siglen = sizeof(sig);
+	EVP_MD_CTX *mc;
+	const EVP_MD *md = EVP_PKEY_is_a(key, "ED25519") ? NULL : EVP_sha256();
+	int ok = 0;
+
+	if (pub == NULL || (mc = EVP_MD_CTX_new()) == NULL)
+		return -1;
+	if (EVP_DigestSignInit(mc, NULL, md, NULL, key) == 1 &&
+	    EVP_DigestSign(mc, sig, &siglen, msg, sizeof(msg)) == 1 &&
+	    EVP_MD_CTX_reset(mc) == 1 &&
+	    EVP_DigestVerifyInit(mc, NULL, md, NULL, pub) == 1 &&
+	    EVP_DigestVerify(mc, sig, siglen, msg, sizeof(msg)) == 1)
+		ok = 1;
+	EVP_MD_CTX_free(mc);
+	return ok ? 0 : -1;
+}
+
 struct certs_ca *
 certs_ca_from_mem(const unsigned char *cert, size_t certlen,
     const unsigned char *key, size_t keylen, time_t now, char *why,
@@ -520,6 +543,19 @@ certs_ca_from_mem(const unsigned char *cert, size_t certlen,
 		ERR_clear_error();
 		snprintf(why, whylen,
 		    "key: does not match the certificate's public key");
+		goto fail;
+	}
+	/*
+	 * X509_check_private_key() compares public keys only, and a key
+	 * file may carry a public key that does not belong to its private
+	 * scalar (the fuzzer made one): every leaf would then fail at the
+	 * client. A test signature proves the pair.
+	 */
+	if (key_signs_for(ca->ca_key, X509_get0_pubkey(ca->ca_cert)) == -1) {
+		ERR_clear_error();
+		snprintf(why, whylen,
+		    "key: its private half does not sign for the certificate's "
+		    "public key");
 		goto fail;
 	}
 	flags = X509_get_extension_flags(ca->ca_cert);

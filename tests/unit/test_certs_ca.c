@@ -19,6 +19,8 @@
 #include <cmocka.h>
 
 #include <openssl/bio.h>
+#include <openssl/core_names.h>
+#include <openssl/param_build.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
@@ -494,6 +496,63 @@ test_load(void **state)
 	    sizeof(why)));
 	assert_non_null(strstr(why, "does not match"));
 	certs_ca_free(ca2);
+	/*
+	 * A key whose embedded public key is the CA's but whose private
+	 * scalar is another's: X509_check_private_key() alone accepts it
+	 * (it compares public keys), and every leaf would fail at clients.
+	 */
+	{
+		struct certs_ca *ca3 = gen(NULL, 0, now);
+		EVP_PKEY *mine = X509_get0_pubkey(certs_ca_cert(ca));
+		unsigned char pub[100];
+		size_t publen = 0;
+		BIGNUM *priv = NULL;
+		OSSL_PARAM_BLD *bld = OSSL_PARAM_BLD_new();
+		OSSL_PARAM *params;
+		EVP_PKEY_CTX *pc = EVP_PKEY_CTX_new_from_name(NULL, "EC", NULL);
+		EVP_PKEY *franken = NULL, *k3;
+		char *kp, *cp, k3path[300];
+		BIO *b;
+
+		snprintf(k3path, sizeof(k3path), "%s/k3", d->path);
+		assert_int_equal(mkdir(k3path, 0700), 0);
+		assert_int_equal(certs_ca_write(ca3, k3path, why, sizeof(why)),
+		    0);
+		snprintf(k3path, sizeof(k3path), "%s/k3/ca.key", d->path);
+		assert_non_null(b = BIO_new_file(k3path, "r"));
+		assert_non_null(
+		    k3 = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL));
+		BIO_free(b);
+		assert_int_equal(EVP_PKEY_get_bn_param(k3, "priv", &priv), 1);
+		assert_int_equal(EVP_PKEY_get_octet_string_param(mine, "pub",
+				     pub, sizeof(pub), &publen),
+		    1);
+		OSSL_PARAM_BLD_push_utf8_string(bld, "group", "prime256v1", 0);
+		OSSL_PARAM_BLD_push_BN(bld, "priv", priv);
+		OSSL_PARAM_BLD_push_octet_string(bld, "pub", pub, publen);
+		params = OSSL_PARAM_BLD_to_param(bld);
+		assert_int_equal(EVP_PKEY_fromdata_init(pc), 1);
+		assert_int_equal(EVP_PKEY_fromdata(pc, &franken,
+				     EVP_PKEY_KEYPAIR, params),
+		    1);
+		assert_int_equal(X509_check_private_key(certs_ca_cert(ca),
+				     franken),
+		    1);
+		kp = key_pem(franken);
+		cp = cert_pem(certs_ca_cert(ca));
+		assert_null(certs_ca_from_mem((unsigned char *)cp, strlen(cp),
+		    (unsigned char *)kp, strlen(kp), now, why, sizeof(why)));
+		assert_non_null(strstr(why, "does not sign for"));
+		free(kp);
+		free(cp);
+		OSSL_PARAM_free(params);
+		OSSL_PARAM_BLD_free(bld);
+		EVP_PKEY_CTX_free(pc);
+		EVP_PKEY_free(franken);
+		EVP_PKEY_free(k3);
+		BN_clear_free(priv);
+		certs_ca_free(ca3);
+	}
 	/* A non-CA certificate with its own key: a leaf. */
 	{
 		EVP_PKEY *lk = certs_leaf_key_new(why, sizeof(why));
