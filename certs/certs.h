@@ -48,7 +48,7 @@ int certs_pin_decode(const char *b64, unsigned char out[32], char *why,
 /* owner argument of certs_read_secret(): any owner will do. */
 #define CERTS_ANY_OWNER ((uid_t)-1)
 /* Largest key, certificate or secret file read (bytes). */
-#define CERTS_MAX_FILE (1024 * 1024)
+#define CERTS_MAX_FILE 1048576
 
 /*
  * Read a secret file under the secret-file rules: opened with O_NOFOLLOW

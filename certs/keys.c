@@ -165,10 +165,10 @@ key_type_ok(EVP_PKEY *key, int want, char *why, size_t whylen)
 static int
 no_password(char *buf, int size, int rwflag, void *u)
 {
-	(void)buf;
-	(void)size;
 	(void)rwflag;
 	(void)u;
+	if (size > 0)
+		buf[0] = '\0';
 	return -1;
 }
 

@@ -302,7 +302,7 @@ certs_cache_new(const struct certs_ca *ca, size_t max_leaves,
 	while (buckets < max_leaves)
 		buckets <<= 1;
 	if ((cc = calloc(1, sizeof(*cc))) == NULL ||
-	    (cc->cc_tab = calloc(buckets, sizeof(*cc->cc_tab))) == NULL) {
+	    (cc->cc_tab = calloc(buckets, sizeof(struct leaf *))) == NULL) {
 		free(cc);
 		snprintf(why, whylen, "out of memory");
 		return NULL;

@@ -96,6 +96,18 @@ write_file(const char *path, const void *buf, size_t len, mode_t mode)
 	close(fd);
 }
 
+/* A NUL-terminated copy of n bytes (the BIO's data is not terminated). */
+static char *
+dup_bytes(const char *p, size_t n)
+{
+	char *s = malloc(n + 1);
+
+	assert_non_null(s);
+	memcpy(s, p, n);
+	s[n] = '\0';
+	return s;
+}
+
 /* PEM of a private key (PKCS#8) into a malloc'd string. */
 static char *
 key_pem(EVP_PKEY *k)
@@ -109,7 +121,7 @@ key_pem(EVP_PKEY *k)
 			     NULL, NULL),
 	    1);
 	n = BIO_get_mem_data(b, &p);
-	s = strndup(p, (size_t)n);
+	s = dup_bytes(p, (size_t)n);
 	BIO_free(b);
 	return s;
 }
@@ -124,7 +136,7 @@ cert_pem(X509 *x)
 	assert_non_null(b);
 	assert_int_equal(PEM_write_bio_X509(b, x), 1);
 	n = BIO_get_mem_data(b, &p);
-	s = strndup(p, (size_t)n);
+	s = dup_bytes(p, (size_t)n);
 	BIO_free(b);
 	return s;
 }
