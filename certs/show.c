@@ -44,7 +44,10 @@ out_add(struct out *o, const char *fmt, ...)
 		o->o_off += (size_t)n;
 }
 
-/* A name in RFC 2253 form ("CN=sluice local CA"), escaped by OpenSSL. */
+/*
+ * A name in RFC 2253 form ("CN=sluice local CA"); OpenSSL escapes control
+ * and non-ASCII bytes, so a hostile certificate cannot write to a terminal.
+ */
 static void
 out_name(struct out *o, const char *key, const X509_NAME *name)
 {
@@ -52,9 +55,7 @@ out_name(struct out *o, const char *key, const X509_NAME *name)
 	char *p;
 	long n;
 
-	if (b == NULL ||
-	    X509_NAME_print_ex(b, name, 0,
-		XN_FLAG_RFC2253 & ~ASN1_STRFLGS_ESC_MSB) < 0 ||
+	if (b == NULL || X509_NAME_print_ex(b, name, 0, XN_FLAG_RFC2253) < 0 ||
 	    (n = BIO_get_mem_data(b, &p)) < 0) {
 		BIO_free(b);
 		ERR_clear_error();
