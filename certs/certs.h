@@ -63,7 +63,10 @@ int certs_read_secret(const char *path, uid_t owner, unsigned char **out,
 /* The same for a public file (certificate, public key): no mode rules. */
 int certs_read_public(const char *path, unsigned char **out, size_t *outlen,
     char *why, size_t whylen);
-/* Wipe and free what certs_read_secret() returned. NULL is a no-op. */
+/*
+ * Wipe len bytes of what certs_read_secret() returned, and free it. NULL
+ * is a no-op.
+ */
 void certs_secret_free(unsigned char *buf, size_t len);
 
 /* Key types accepted by certs_pkey_from_pem() (a mask). */
@@ -203,7 +206,11 @@ int certs_ca_permits(const struct certs_ca *ca, const char *host, char *why,
 #define CERTS_LEAF_MAX_DAYS     398
 #define CERTS_DEFAULT_LEAVES    1024
 
-/* A new EC P-256 key for leaves: one per process. NULL with why. */
+/*
+ * A new EC P-256 key for leaves: one per process (certs_cache_new makes
+ * it). Made so that X509_set_pubkey() is cheap with it (see leaf.c);
+ * wiped when freed. NULL with why.
+ */
 EVP_PKEY *certs_leaf_key_new(char *why, size_t whylen);
 /*
  * Mint a leaf for host (canonical form) signed by ca, carrying leaf_key's
