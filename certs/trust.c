@@ -16,18 +16,7 @@
 #include <openssl/x509.h>
 
 #include "certs/certs.h"
-
-static void
-certs_err(char *why, size_t whylen, const char *what)
-{
-	unsigned long e = ERR_get_error();
-	char buf[256] = "";
-
-	if (e != 0)
-		ERR_error_string_n(e, buf, sizeof(buf));
-	ERR_clear_error();
-	snprintf(why, whylen, "%s%s%s", what, buf[0] ? ": " : "", buf);
-}
+#include "certs/internal.h"
 
 /*
  * The system store, as OpenSSL's default paths name it (SSL_CERT_FILE and
