@@ -54,6 +54,7 @@ struct upstream_conf {
 	size_t uc_npins;
 	int uc_allow_private;
 	int uc_allow_plaintext;
+	int uc_strip_token; /* remove the carrier that held the run token */
 	struct upstream_header *uc_headers;
 	size_t uc_nheaders;
 	struct ssl_ctx_st *uc_ssl_ctx; /* https: verification context */
@@ -70,6 +71,9 @@ struct route {
 	uint64_t rt_max_requests; /* per token; 0: no route limit */
 	int rt_connect;           /* CONNECT allowed */
 	int rt_intercept;         /* terminate TLS inside CONNECT */
+	uint16_t rt_ports[16];    /* intercept: CONNECT ports (default 443) */
+	size_t rt_nports;
+	char *rt_token_header; /* a header whose value is the bare token */
 	struct upstream_conf rt_up;
 };
 
@@ -114,6 +118,19 @@ struct netpolicy_conf {
 	int np_flush_on_exit;
 };
 
+/* Top-level "intercept": the local CA of intercepted tunnels. */
+#define INTERCEPT_MAX_HOSTS 64
+struct intercept_conf {
+	int ic_on;        /* the key is present */
+	int ic_ephemeral; /* "ca": "ephemeral" (else "files") */
+	char *ic_cert_file;
+	char *ic_key_file;
+	char *ic_cert_out; /* ephemeral: where its certificate goes */
+	uint64_t ic_ca_days;
+	uint64_t ic_leaf_days;
+	uint64_t ic_max_leaves;
+};
+
 struct tokens_conf {
 	char *tc_issuer; /* NULL: not checked */
 	int64_t tc_leeway_s;
@@ -143,6 +160,7 @@ struct config {
 	struct limits cf_limits;
 	struct audit_conf cf_audit;
 	struct netpolicy_conf cf_np;
+	struct intercept_conf cf_intercept;
 	char *cf_admin_socket;   /* NULL: none */
 	char *cf_metrics_listen; /* NULL: none */
 	char *cf_state_dir;

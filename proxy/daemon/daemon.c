@@ -282,10 +282,32 @@ dns_setup(const struct config *cf, char *why, size_t whylen)
 /*
  * Reload and drain.
  */
+/*
+ * The "intercept" section is in force from start to stop (the CA, its key
+ * and the certificate clients were given): a reload keeps it as it is.
+ */
+static int
+intercept_same(const struct intercept_conf *a, const struct intercept_conf *b)
+{
+#define SAME_S(x, y)                                                           \
+	(((x) == NULL && (y) == NULL) ||                                       \
+	    ((x) != NULL && (y) != NULL && strcmp((x), (y)) == 0))
+	return a->ic_on == b->ic_on && a->ic_ephemeral == b->ic_ephemeral &&
+	    SAME_S(a->ic_cert_file, b->ic_cert_file) &&
+	    SAME_S(a->ic_key_file, b->ic_key_file) &&
+	    SAME_S(a->ic_cert_out, b->ic_cert_out) &&
+	    a->ic_ca_days == b->ic_ca_days &&
+	    a->ic_leaf_days == b->ic_leaf_days &&
+	    a->ic_max_leaves == b->ic_max_leaves;
+#undef SAME_S
+}
+
 static int
 reload_compatible(const struct config *o, const struct config *n, char *why,
     size_t whylen)
 {
+	char why2[512];
+
 #define SAME_STR(a, b)                                                         \
 	(((a) == NULL && (b) == NULL) ||                                       \
 	    ((a) != NULL && (b) != NULL && strcmp((a), (b)) == 0))
@@ -308,6 +330,11 @@ reload_compatible(const struct config *o, const struct config *n, char *why,
 	else if (o->cf_np.np_mode != n->cf_np.np_mode)
 		snprintf(why, whylen,
 		    "%s: netpolicy.mode: cannot change on reload", n->cf_path);
+	else if (!intercept_same(&o->cf_intercept, &n->cf_intercept))
+		snprintf(why, whylen, "%s: intercept: cannot change on reload",
+		    n->cf_path);
+	else if (intercept_check(d_env.pe_icpt, n, why2, sizeof(why2)) == -1)
+		snprintf(why, whylen, "%s: %s", n->cf_path, why2);
 	else
 		return 0;
 #undef SAME_STR
@@ -735,6 +762,8 @@ run_stop(struct event **sigev, size_t n)
 	metrics_budget(NULL);
 	budget_close(d_env.pe_budget);
 	upstreams_unref(d_env.pe_ups);
+	intercept_free(d_env.pe_icpt);
+	d_env.pe_icpt = NULL;
 	config_unref(d_env.pe_cf);
 	/*
 	 * Connections are freed from the loop: run it once more, so their
@@ -784,6 +813,13 @@ serve(const struct run_opts *op)
 	if (upstream_init(d_env.pe_base, why, sizeof(why)) == -1 ||
 	    (d_env.pe_ups = upstreams_new(d_env.pe_cf)) == NULL)
 		fatalx("%s", why[0] ? why : "upstream setup failed");
+	/* The local CA: its key file is read, its certificate written. */
+	if (d_env.pe_cf->cf_intercept.ic_on &&
+	    (d_env.pe_icpt = intercept_new(d_env.pe_cf, why, sizeof(why))) ==
+		NULL) {
+		log_warnx("%s: %s", d_path, why);
+		return SL_EXIT_INVALID;
+	}
 	upstream_on_resolved(resolved_cb);
 	metrics_configure(d_env.pe_cf);
 

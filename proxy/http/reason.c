@@ -34,6 +34,7 @@ const char *const reason_str[REASON__COUNT] = {
 	[REASON_CLIENT_CLOSED] = "client_closed",
 	[REASON_DRAIN_TIMEOUT] = "drain_timeout",
 	[REASON_INTERNAL_ERROR] = "internal_error",
+	[REASON_CLIENT_TLS_ERROR] = "client_tls_error",
 	[REASON_OK] = "ok",
 };
 

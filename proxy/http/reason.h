@@ -41,6 +41,7 @@ enum reason {
 	REASON_CLIENT_CLOSED,         /* the client went away first */
 	REASON_DRAIN_TIMEOUT,         /* a shutdown's drain cut it */
 	REASON_INTERNAL_ERROR,        /* out of memory: one conn closed */
+	REASON_CLIENT_TLS_ERROR,      /* intercepted tunnel: handshake failed */
 	REASON_OK,                    /* allowed */
 	REASON__COUNT
 };

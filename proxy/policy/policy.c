@@ -36,19 +36,35 @@ host_eq(const char *a, size_t alen, const char *b, size_t blen)
 	return uri_host_eq(a, alen, b, blen);
 }
 
+/* An intercepting route takes CONNECTs on its connect.ports. */
+static int
+intercept_port(const struct route *rt, uint16_t port)
+{
+	size_t i;
+
+	for (i = 0; i < rt->rt_nports; i++)
+		if (rt->rt_ports[i] == port)
+			return 1;
+	return 0;
+}
+
 /*
  * The upstream's own host selects its route: on any port for an
  * absolute-form request (sluice connects to the configured upstream, not
- * to what the client wrote), on the upstream's port for a CONNECT.
+ * to what the client wrote), on the upstream's port for a raw CONNECT,
+ * on a connect.ports port for an intercepted one.
  */
 static int
 upstream_selects(const struct route *rt, const struct uri *u, int connect)
 {
 	const struct upstream_conf *uc = &rt->rt_up;
 
-	return host_eq(u->host, u->host_len, uc->uc_host,
-		   strlen(uc->uc_host)) &&
-	    (!connect || u->port == uc->uc_port);
+	if (!host_eq(u->host, u->host_len, uc->uc_host, strlen(uc->uc_host)))
+		return 0;
+	if (!connect)
+		return 1;
+	return rt->rt_intercept ? intercept_port(rt, u->port) :
+				  u->port == uc->uc_port;
 }
 
 /* An alias in hosts selects its route on any port, never for CONNECT. */
@@ -60,10 +76,11 @@ alias_selects(const struct route *rt, const struct uri *u, int connect)
 	/*
 	 * Aliases name the route, not a destination: sluice always connects
 	 * to the upstream, so the port the client wrote does not matter. A
-	 * tunnel would reach the upstream under a name its certificate does
-	 * not carry, so CONNECT takes none.
+	 * raw tunnel would reach the upstream under a name its certificate
+	 * does not carry, so a raw CONNECT takes none; an intercepted one
+	 * does (sluice is the TLS server there, with a leaf for the alias).
 	 */
-	if (connect)
+	if (connect && (!rt->rt_intercept || !intercept_port(rt, u->port)))
 		return 0;
 	for (h = 0; h < rt->rt_nhosts; h++)
 		if (host_eq(u->host, u->host_len, rt->rt_hosts[h],
@@ -186,6 +203,18 @@ policy_decide(const struct config *cf, const struct req_view *v, int64_t now,
 	if (v->rv_audit_failed)
 		return out->de_reason = REASON_AUDIT_UNAVAILABLE;
 
+	/*
+	 * A CONNECT to an intercepting route needs no token: sluice reads
+	 * every request inside it, and each must carry one (or the
+	 * CONNECT's), so it is not charged to a budget either.
+	 */
+	if (v->rv_connect && v->rv_token == REASON_TOKEN_MISSING &&
+	    v->rv_listener->lc_type == LISTENER_FORWARD &&
+	    u->form == URI_AUTHORITY &&
+	    (rt = policy_route_for(cf, u, 1)) != NULL && rt->rt_intercept) {
+		out->de_route = rt;
+		return out->de_reason = REASON_OK;
+	}
 	/* An unauthenticated client learns nothing about the routes. */
 	if (v->rv_token != REASON_OK)
 		return out->de_reason = v->rv_token;
@@ -217,8 +246,10 @@ policy_decide(const struct config *cf, const struct req_view *v, int64_t now,
 		return out->de_reason = REASON_TOKEN_REVOKED;
 
 	if (v->rv_connect) {
-		if (!rt->rt_connect)
+		if (!rt->rt_connect && !rt->rt_intercept)
 			return out->de_reason = REASON_METHOD_NOT_ALLOWED;
+		if (rt->rt_intercept)
+			return out->de_reason = REASON_OK; /* no charge */
 	} else {
 		if (!method_allowed(rt, v->rv_method, v->rv_method_len))
 			return out->de_reason = REASON_METHOD_NOT_ALLOWED;

@@ -146,7 +146,8 @@ out_flush(struct conn *c, struct bufferevent *bev, int plain)
 	struct evbuffer *out = bufferevent_get_output(bev);
 	evutil_socket_t fd = bufferevent_getfd(bev);
 
-	if (!plain) {
+	/* A TLS filter (an intercepted tunnel) is never written around. */
+	if (!plain || bufferevent_get_underlying(bev) != NULL) {
 		bev_on(c, bev, EV_WRITE);
 		return;
 	}
@@ -182,6 +183,9 @@ in_fill(struct bufferevent *bev, size_t want)
 	ssize_t n;
 	int nv, i;
 
+	/* Plain sockets only: never read around a TLS filter. */
+	if (bufferevent_get_underlying(bev) != NULL)
+		return;
 	/* The input's end is frozen: only the bufferevent adds to it. */
 	evbuffer_unfreeze(in, 0);
 	while (got < want) {
@@ -310,6 +314,7 @@ conn_free_cb(evutil_socket_t fd, short what, void *arg)
 	if (c->cn_counted)
 		clients_conn_del((const struct sockaddr *)&c->cn_peer);
 	request_free(c);
+	conn_icpt_free(c);
 	if (c->cn_bev != NULL)
 		bufferevent_free(c->cn_bev);
 	if (c->cn_timer != NULL)
@@ -337,6 +342,7 @@ conn_close(struct conn *c, enum reason r)
 	log_debug("conn %p: close in %s: %s", (void *)c,
 	    conn_state_names[c->cn_state], reason_name(r));
 	request_log(c, r);
+	conn_icpt_log(c, r);
 	conn_set_state(c, CONN_S_CLOSED);
 	TAILQ_REMOVE(&relay_conns, c, cn_entry);
 	nconns--;
@@ -430,6 +436,12 @@ conn_header_timeout_cb(evutil_socket_t fd, short what, void *arg)
 		conn_close(c, REASON_OK);
 		return;
 	}
+	/* An intercepted tunnel's first byte or handshake came too late. */
+	if (c->cn_icpt != NULL && !c->cn_icpt->it_ready) {
+		c->cn_icpt->it_detail = "timeout";
+		conn_close(c, REASON_CLIENT_TLS_ERROR);
+		return;
+	}
 	/* A slow head is dropped without an answer (slowloris). */
 	conn_close(c, REASON_BAD_REQUEST);
 }
@@ -469,6 +481,12 @@ conn_client_read_cb(struct bufferevent *bev, void *arg)
 	switch (c->cn_state) {
 	case CONN_S_IDLE:
 	case CONN_S_HEAD:
+		/* An intercepted CONNECT: TLS or plain HTTP inside? */
+		if (c->cn_icpt != NULL && !c->cn_icpt->it_ready) {
+			if (!c->cn_icpt->it_tls)
+				conn_icpt_sniff(c);
+			break;
+		}
 		conn_step_head(c);
 		break;
 	case CONN_S_EXCHANGE:
@@ -543,6 +561,12 @@ conn_client_event_cb(struct bufferevent *bev, short what, void *arg)
 		conn_close(c, REASON_OK); /* idle: no request */
 		return;
 	}
+	/* An intercepted tunnel that ends between requests ended well. */
+	if (c->cn_icpt != NULL && c->cn_icpt->it_ready &&
+	    c->cn_state == CONN_S_IDLE && (what & BEV_EVENT_EOF)) {
+		conn_close(c, REASON_OK);
+		return;
+	}
 	/*
 	 * The client went away (EOF, reset or timeout) after its request
 	 * was allowed and before the exchange completed (mid-body, while
@@ -550,6 +574,14 @@ conn_client_event_cb(struct bufferevent *bev, short what, void *arg)
 	 * while its head was read (bad_request).
 	 */
 	conn_close(c, conn_cut(c, REASON_CLIENT_CLOSED));
+}
+
+void
+conn_client_setcb(struct conn *c,
+    void (*ev)(struct bufferevent *, short, void *))
+{
+	bufferevent_setcb(c->cn_bev, conn_client_read_cb, conn_client_write_cb,
+	    ev != NULL ? ev : conn_client_event_cb, c);
 }
 
 int

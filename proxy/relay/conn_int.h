@@ -116,6 +116,29 @@ struct request {
 };
 
 /*
+ * An intercepted CONNECT (docs/interception.md): what its inner requests
+ * need from it (the authority they must name, the CONNECT's token) and
+ * what its connect.tunnel line says when it closes. Owned by its conn.
+ */
+struct icpt {
+	char it_host[256]; /* the CONNECT's host (IPv6 without brackets) */
+	uint16_t it_port;
+	int it_ready;   /* TLS done (or plain chosen): inner requests */
+	int it_tls;     /* inner requests arrive over TLS */
+	char *it_token; /* the CONNECT's verified token; wiped; or NULL */
+	size_t it_toklen;
+	int it_logged;         /* the connect.tunnel line was written */
+	const char *it_detail; /* client_tls_error: why */
+	char it_id[CLIENTS_ID_LEN];
+	char it_sub[TOKEN_MAX_STR + 1];
+	char it_jti[TOKEN_MAX_STR + 1];
+	char it_route[TOKEN_MAX_STR + 1];
+	char *it_hostport; /* "host:port" for the audit line */
+	struct timeval it_start;
+	uint64_t it_requests, it_bytes_in, it_bytes_out;
+};
+
+/*
  * A client connection. Owned by the global list; freed only by
  * conn_free_cb() from the loop after conn_close().
  */
@@ -136,6 +159,7 @@ struct conn {
 	int cn_broken;       /* the loop refused an event: close (timer) */
 	size_t cn_discarded; /* FLUSH: input bytes thrown away */
 	struct sockaddr_in6 cn_peer; /* big enough for both families */
+	struct icpt *cn_icpt;        /* an intercepted CONNECT's inside */
 };
 
 TAILQ_HEAD(conn_list, conn);
@@ -193,6 +217,34 @@ void conn_req_body(struct conn *);
 
 /* tunnel.c */
 void conn_start_tunnel(struct conn *);
+
+/*
+ * inner.c: intercepted tunnels. conn_start_intercept() answers an admitted
+ * CONNECT to an intercepting route (headlen: its head, still in the
+ * input) and waits for the first byte: a TLS record starts the server
+ * handshake, anything else is plain HTTP. conn_icpt_sniff() runs on bytes
+ * that arrive before that choice; conn_icpt_log() writes the
+ * connect.tunnel line once, at close; conn_icpt_free() at free.
+ */
+void conn_start_intercept(struct conn *, const struct http1_msg *,
+    const struct uri *, size_t headlen);
+void conn_icpt_sniff(struct conn *);
+void conn_icpt_log(struct conn *, enum reason r);
+void conn_icpt_free(struct conn *);
+/*
+ * conn.c: the client bufferevent's callbacks again (after it changed),
+ * with ev as its event callback (NULL: the usual one).
+ */
+void conn_client_setcb(struct conn *,
+    void (*ev)(struct bufferevent *, short, void *));
+/*
+ * An inner request's target as the policy sees it: origin-form, or
+ * absolute-form naming the CONNECT's authority, made absolute with that
+ * authority into u (pointing into the icpt); Host must name it too. 0, or
+ * -1 with *why set (a 400).
+ */
+int conn_icpt_target(struct conn *, const struct http1_msg *, struct uri *u,
+    const char **why);
 
 /*
  * respond.c: refuse the current request with reason r (keep: the

@@ -93,6 +93,13 @@ conn_verify_token(struct conn *c, const struct http1_msg *m, int connect,
 		flags |= TOKEN_CARRIER_REVERSE;
 	r = token_from_request(m, flags, scratch, sizeof(scratch), &tok,
 	    &toklen);
+	/* Inside an intercepted CONNECT, the CONNECT's token stands in. */
+	if (r == REASON_TOKEN_MISSING && c->cn_icpt != NULL &&
+	    c->cn_icpt->it_token != NULL) {
+		tok = c->cn_icpt->it_token;
+		toklen = c->cn_icpt->it_toklen;
+		r = REASON_OK;
+	}
 	if (r != REASON_OK)
 		return r;
 	/* An Authorization that is not this token never goes upstream. */
@@ -182,6 +189,16 @@ conn_check_target(struct conn *c, const struct http1_msg *m, struct uri *u)
 		rq->rq_detail = "the request target is malformed";
 		return -1;
 	}
+	if (c->cn_icpt != NULL) {
+		/* Inside an intercepted CONNECT: its authority decides. */
+		if (rq->rq_connect || conn_icpt_target(c, m, u, &why) == -1) {
+			rq->rq_detail =
+			    rq->rq_connect ? "CONNECT inside a tunnel" : why;
+			return -1;
+		}
+		conn_head_names(rq, m, u);
+		goto connection;
+	}
 	conn_head_names(rq, m, u);
 	if (lc == NULL ||
 	    (lc->lc_type == LISTENER_FORWARD && u->form == URI_ORIGIN) ||
@@ -198,6 +215,7 @@ conn_check_target(struct conn *c, const struct http1_msg *m, struct uri *u)
 		rq->rq_detail = "Host differs from the request target";
 		return -1;
 	}
+connection:
 	if (rw_connection_protected(m)) {
 		rq->rq_detail = "Connection lists a header that must reach the "
 				"upstream";
@@ -283,6 +301,11 @@ conn_forward(struct conn *c, const struct http1_msg *m, const struct uri *u,
 	struct request *rq = c->cn_req;
 
 	c->cn_denials = 0;
+	if (rq->rq_connect && rq->rq_route->rt_intercept &&
+	    c->cn_env->pe_icpt != NULL) {
+		conn_start_intercept(c, m, u, headlen);
+		return;
+	}
 	if (rq->rq_connect) {
 		evbuffer_drain(bufferevent_get_input(c->cn_bev), headlen);
 		conn_start_tunnel(c);

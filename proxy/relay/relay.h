@@ -33,7 +33,8 @@ struct token_cache;
 struct proxy_env {
 	struct event_base *pe_base;
 	struct config *pe_cf;
-	struct upstreams *pe_ups; /* pe_cf's upstream state */
+	struct upstreams *pe_ups;  /* pe_cf's upstream state */
+	struct intercept *pe_icpt; /* NULL: no "intercept" section */
 	struct audit *pe_audit;
 	struct revocations *pe_revs;
 	struct budget *pe_budget;
@@ -89,6 +90,25 @@ struct bufferevent *upconn_bev(const struct upconn *);
 int upconn_tls(const struct upconn *);
 /* "addr:port" of the connected address, for the audit log. */
 int upconn_addr(const struct upconn *, char *buf, size_t len);
+
+/*
+ * intercept.c: the local CA, leaf cache and server SSL_CTX of intercepted
+ * tunnels, made at start from cf's "intercept" section (NULL with why).
+ * intercept_check() says whether every intercepted host of cf can be
+ * signed for (a reload's policy): 0, or -1 with why.
+ */
+struct intercept;
+struct ssl_st;
+struct certs_cache_stats;
+struct intercept *
+intercept_new(const struct config *cf, char *why, size_t whylen);
+void intercept_free(struct intercept *);
+int intercept_check(const struct intercept *, const struct config *cf,
+    char *why, size_t whylen);
+/* A server-side SSL for a tunnel to host (its CONNECT's), or NULL. */
+struct ssl_st *
+intercept_ssl(struct intercept *, const char *host, char *why, size_t whylen);
+void intercept_stats(const struct intercept *, struct certs_cache_stats *);
 
 /*
  * listener.c: the listening sockets, bound once at start (a reload cannot

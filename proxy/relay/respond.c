@@ -45,6 +45,11 @@ request_log(struct conn *c, enum reason r)
 	 */
 	allow = rq->rq_forwarded;
 	route = rq->rq_route != NULL ? rq->rq_route->rt_audience : NULL;
+	if (c->cn_icpt != NULL) {
+		c->cn_icpt->it_requests++;
+		c->cn_icpt->it_bytes_in += rq->rq_bytes_in;
+		c->cn_icpt->it_bytes_out += rq->rq_bytes_out;
+	}
 	if (rq->rq_connect)
 		metrics_tunnel(route, allow, r, rq->rq_bytes_in,
 		    rq->rq_bytes_out, secs);
@@ -81,6 +86,8 @@ request_log(struct conn *c, enum reason r)
 	audit_add_cstr(a, "listener", lc != NULL ? lc->lc_name : "");
 	audit_add_cstr(a, "client", client);
 	audit_add_cstr(a, "route", route);
+	if (c->cn_icpt != NULL)
+		audit_add_cstr(a, "via", "connect");
 	if (rq->rq_sub[0] != '\0')
 		audit_add_cstr(a, "sub", rq->rq_sub);
 	if (rq->rq_jti[0] != '\0')
