@@ -1,5 +1,5 @@
 /*
- * Unit tests for proxy/config.c, written from the contract (DESIGN.md
+ * Unit tests for proxy/config/, written from the contract (DESIGN.md
  * "Policy file", docs/config.md): a minimal policy gets every documented
  * default; each class of error is refused with one line of the shape
  * "FILE: json.path: reason" naming the field at fault; secret files follow
