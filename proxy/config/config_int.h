@@ -59,19 +59,29 @@ void cf_sub(char *out, size_t len, const char *jp, const char *key);
 void cf_idx(char *out, size_t len, const char *jp, size_t i);
 int cf_str(struct cfctx *cx, const char *jp, const cJSON *obj, const char *key,
     int required, const char **out);
+int cf_abspath(struct cfctx *cx, const char *jp, const char *s, char **out);
 int cf_bool(struct cfctx *cx, const char *jp, const cJSON *obj, const char *key,
     int *out);
 int cf_uint(struct cfctx *cx, const char *jp, const cJSON *obj, const char *key,
     uint64_t min, uint64_t max, uint64_t *out);
+int cf_array(struct cfctx *cx, const char *jp, const cJSON *obj,
+    const char *key, int required, size_t max, const cJSON **arr);
 int cf_strlist(struct cfctx *cx, const char *jp, const cJSON *obj,
     const char *key, char ***out, size_t *n,
     int (*check)(struct cfctx *, const char *, const char *));
+int cf_strlist_default(struct cfctx *cx, const char *jp, char ***list,
+    size_t *n, const char *def);
 void cf_strlist_free(char **list, size_t n);
+/* The index of s in names[] (NULL at the end), or -1. */
+int cf_name_index(const char *const *names, const char *s);
 /* Whether a string is listed twice; *dup is the second place. */
 int cf_has_dup(char **list, size_t n, size_t *dup);
 
-/* secret.c: the whole of fd (at most CONFIG_MAX_FILE), NUL-terminated. */
-int cf_read_file(const char *path, int fd, unsigned char **out, size_t *outlen,
+/*
+ * secret.c: the whole file at path (at most CONFIG_MAX_FILE bytes, and a
+ * NUL after them), for files that are not secret; why says "path: reason".
+ */
+int cf_read_path(const char *path, unsigned char **out, size_t *outlen,
     char *why, size_t whylen);
 
 /* listeners.c */
@@ -80,7 +90,20 @@ int cf_load_listeners(struct cfctx *cx, const cJSON *root);
 /* After cf_load_routes(): each reverse listener finds its route. */
 int cf_link_listeners(struct cfctx *cx);
 
-/* sections.c */
+/*
+ * sections.c. cf_limits[]: the fields of struct limits in the order they
+ * are read and printed, with their defaults and ranges; a NULL key ends it.
+ */
+struct cf_limit {
+	const char *key; /* also the field's name */
+	size_t off;      /* offsetof(struct limits, field) */
+	uint64_t def, min, max;
+};
+extern const struct cf_limit cf_limits[];
+/* The names of enum audit_fsync, on_error (deny, allow), netpolicy_mode. */
+extern const char *const cf_fsync_names[];
+extern const char *const cf_on_error_names[];
+extern const char *const cf_np_mode_names[];
 int cf_load_user(struct cfctx *cx, const cJSON *root);
 int cf_load_limits(struct cfctx *cx, const cJSON *root);
 int cf_load_audit(struct cfctx *cx, const cJSON *root);
@@ -95,6 +118,8 @@ int cf_load_tokens(struct cfctx *cx, const cJSON *root);
 
 /* routes.c */
 int cf_load_routes(struct cfctx *cx, const cJSON *root);
+/* A host as routes compare it: lower case, an IPv6 literal unbracketed. */
+void cf_normalize_host(char *h);
 
 /* upstream.c: route r's (at rjp) "upstream" into uc. */
 int cf_load_upstream(struct cfctx *cx, const char *rjp, const cJSON *r,

@@ -142,6 +142,17 @@ cf_str(struct cfctx *cx, const char *jp, const cJSON *obj, const char *key,
 	return 0;
 }
 
+/* An absolute path s (at jp), copied into *out. */
+int
+cf_abspath(struct cfctx *cx, const char *jp, const char *s, char **out)
+{
+	if (s[0] != '/')
+		return cf_err(cx, jp, "must be an absolute path");
+	if ((*out = cf_strdup(cx, jp, s)) == NULL)
+		return -1;
+	return 0;
+}
+
 int
 cf_bool(struct cfctx *cx, const char *jp, const cJSON *obj, const char *key,
     int *out)
@@ -183,6 +194,35 @@ cf_uint(struct cfctx *cx, const char *jp, const cJSON *obj, const char *key,
 		    (unsigned long long)min, (unsigned long long)max);
 	*out = (uint64_t)d;
 	return 0;
+}
+
+/*
+ * An array member of at most max entries, its name saying what they are
+ * ("more than 64 listeners"). A required one must be there and not be
+ * empty. Returns the number of entries with *arr set (to NULL when it is
+ * absent), or -1.
+ */
+int
+cf_array(struct cfctx *cx, const char *jp, const cJSON *obj, const char *key,
+    int required, size_t max, const cJSON **arr)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	char sub[256];
+	int n;
+
+	*arr = NULL;
+	if (v == NULL)
+		return required ? cf_err(cx, jp, "missing \"%s\"", key) : 0;
+	cf_sub(sub, sizeof(sub), jp, key);
+	if (!cJSON_IsArray(v) || (required && cJSON_GetArraySize(v) == 0))
+		return cf_err(cx, sub, "%s",
+		    required ? "must be a non-empty array" :
+			       "must be an array");
+	n = cJSON_GetArraySize(v);
+	if ((size_t)n > max)
+		return cf_err(cx, sub, "more than %zu %s", max, key);
+	*arr = v;
+	return n;
 }
 
 /*
@@ -229,6 +269,31 @@ fail:
 		free(list[--i]);
 	free(list);
 	return -1;
+}
+
+int
+cf_name_index(const char *const *names, const char *s)
+{
+	int i;
+
+	for (i = 0; names[i] != NULL; i++)
+		if (strcmp(names[i], s) == 0)
+			return i;
+	return -1;
+}
+
+/* A list still absent (*list NULL) becomes the one entry def. */
+int
+cf_strlist_default(struct cfctx *cx, const char *jp, char ***list, size_t *n,
+    const char *def)
+{
+	if (*list != NULL)
+		return 0;
+	if ((*list = cf_calloc(cx, jp, 2, sizeof(**list))) == NULL ||
+	    ((*list)[0] = cf_strdup(cx, jp, def)) == NULL)
+		return -1;
+	*n = 1;
+	return 0;
 }
 
 void

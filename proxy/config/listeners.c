@@ -146,22 +146,16 @@ int
 cf_load_listeners(struct cfctx *cx, const cJSON *root)
 {
 	struct config *cf = cx->cf;
-	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "listeners");
-	const cJSON *it;
+	const cJSON *arr, *it;
 	char jp[64];
 	size_t i = 0;
+	int n;
 
-	if (arr == NULL)
-		return cf_err(cx, "", "missing \"listeners\"");
-	if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) == 0)
-		return cf_err(cx, "listeners", "must be a non-empty array");
-	if (cJSON_GetArraySize(arr) > 64)
-		return cf_err(cx, "listeners", "more than 64 listeners");
-	if ((cf->cf_listeners = cf_calloc(cx, "listeners",
-		 (size_t)cJSON_GetArraySize(arr), sizeof(*cf->cf_listeners))) ==
-	    NULL)
+	if ((n = cf_array(cx, "", root, "listeners", 1, 64, &arr)) == -1 ||
+	    (cf->cf_listeners = cf_calloc(cx, "listeners", (size_t)n,
+		 sizeof(*cf->cf_listeners))) == NULL)
 		return -1;
-	cf->cf_nlisteners = (size_t)cJSON_GetArraySize(arr);
+	cf->cf_nlisteners = (size_t)n;
 	cJSON_ArrayForEach(it, arr) {
 		cf_idx(jp, sizeof(jp), "listeners", i);
 		if (load_listener(cx, jp, it, &cf->cf_listeners[i]) == -1 ||

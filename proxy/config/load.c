@@ -7,13 +7,10 @@
  * of this folder, config_int.h); key and value files are read once per
  * load, with the permission rules for secrets.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
@@ -83,18 +80,10 @@ config_load(const char *path, const struct config *prev, char *why,
 	cJSON *root;
 	const char *end = NULL;
 	size_t nul;
-	int fd;
 
 	cf_alloc_reset();
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
-		snprintf(why, whylen, "%s: %s", path, strerror(errno));
+	if (cf_read_path(path, &buf, &len, why, whylen) == -1)
 		return NULL;
-	}
-	if (cf_read_file(path, fd, &buf, &len, why, whylen) == -1) {
-		close(fd);
-		return NULL;
-	}
-	close(fd);
 	if (memchr(buf, '\0', len) != NULL) {
 		snprintf(why, whylen, "%s: NUL byte at offset %zu", path,
 		    (size_t)((unsigned char *)memchr(buf, '\0', len) - buf));
@@ -112,7 +101,7 @@ config_load(const char *path, const struct config *prev, char *why,
 		free(buf);
 		return NULL;
 	}
-	/* len + 1: cJSON wants to see the NUL that cf_read_file() added. */
+	/* len + 1: cJSON wants to see the NUL that cf_read_path() added. */
 	root = cJSON_ParseWithLengthOpts((const char *)buf, len + 1, &end, 1);
 	if (root == NULL) {
 		unsigned line, col;

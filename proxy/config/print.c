@@ -2,6 +2,7 @@
  * config_print(): the normalized policy as JSON, every default filled in
  * and secrets shown only as the names of their files ("sluice check").
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -11,6 +12,7 @@
 #include "proxy/config/config.h"
 #include "proxy/config/config_int.h"
 #include "proxy/token/token.h"
+#include "proxy/util/ascii.h"
 #include "proxy/util/util.h"
 
 /*
@@ -86,15 +88,13 @@ add_str_or_null(cJSON *o, const char *k, const char *v)
 void
 config_print(const struct config *cf, FILE *f)
 {
-	static const char *const fsyncs[] = { "interval", "always", "never" };
-	static const char *const modes[] = { "off", "sidecar", "gateway" };
 	const struct limits *l = &cf->cf_limits;
+	const struct cf_limit *lm;
 	cJSON *root = cJSON_CreateObject(), *a, *o;
-	char hex[65], *out;
+	char hex[2 * sizeof(cf->cf_sha256) + 1], *out;
 	size_t i;
 
-	for (i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", cf->cf_sha256[i]);
+	ascii_hex_encode(hex, cf->cf_sha256, sizeof(cf->cf_sha256));
 	cJSON_AddStringToObject(root, "sha256", hex);
 	add_str_or_null(root, "user", cf->cf_user);
 	a = cJSON_AddArrayToObject(root, "listeners");
@@ -137,34 +137,20 @@ config_print(const struct config *cf, FILE *f)
 	for (i = 0; i < cf->cf_nroutes; i++)
 		cJSON_AddItemToArray(a, print_route(&cf->cf_routes[i]));
 	o = cJSON_AddObjectToObject(root, "limits");
-	cJSON_AddNumberToObject(o, "max_header_bytes",
-	    (double)l->max_header_bytes);
-	cJSON_AddNumberToObject(o, "max_headers", (double)l->max_headers);
-	cJSON_AddNumberToObject(o, "max_body_bytes", (double)l->max_body_bytes);
-	cJSON_AddNumberToObject(o, "max_connections",
-	    (double)l->max_connections);
-	cJSON_AddNumberToObject(o, "header_timeout_ms",
-	    (double)l->header_timeout_ms);
-	cJSON_AddNumberToObject(o, "idle_timeout_ms",
-	    (double)l->idle_timeout_ms);
-	cJSON_AddNumberToObject(o, "connect_timeout_ms",
-	    (double)l->connect_timeout_ms);
-	cJSON_AddNumberToObject(o, "upstream_response_timeout_ms",
-	    (double)l->upstream_response_timeout_ms);
-	cJSON_AddNumberToObject(o, "drain_timeout_ms",
-	    (double)l->drain_timeout_ms);
-	cJSON_AddNumberToObject(o, "per_client_connections",
-	    (double)l->per_client_connections);
-	cJSON_AddNumberToObject(o, "per_client_refusals_per_s",
-	    (double)l->per_client_refusals_per_s);
+	for (lm = cf_limits; lm->key != NULL; lm++) {
+		const uint64_t *v = (const void *)((const char *)l + lm->off);
+
+		cJSON_AddNumberToObject(o, lm->key, (double)*v);
+	}
 	o = cJSON_AddObjectToObject(root, "audit");
 	cJSON_AddStringToObject(o, "path", cf->cf_audit.ac_path);
-	cJSON_AddStringToObject(o, "fsync", fsyncs[cf->cf_audit.ac_fsync]);
+	cJSON_AddStringToObject(o, "fsync",
+	    cf_fsync_names[cf->cf_audit.ac_fsync]);
 	cJSON_AddBoolToObject(o, "chain", cf->cf_audit.ac_chain);
 	cJSON_AddStringToObject(o, "on_error",
-	    cf->cf_audit.ac_on_error_allow ? "allow" : "deny");
+	    cf_on_error_names[cf->cf_audit.ac_on_error_allow]);
 	o = cJSON_AddObjectToObject(root, "netpolicy");
-	cJSON_AddStringToObject(o, "mode", modes[cf->cf_np.np_mode]);
+	cJSON_AddStringToObject(o, "mode", cf_np_mode_names[cf->cf_np.np_mode]);
 	cJSON_AddStringToObject(o, "table", cf->cf_np.np_table);
 	cJSON_AddBoolToObject(o, "allow_loopback", cf->cf_np.np_allow_loopback);
 	cJSON_AddItemToObject(o, "resolvers",

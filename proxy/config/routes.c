@@ -7,7 +7,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
-#include <ctype.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,8 +72,8 @@ check_host(struct cfctx *cx, const char *jp, const char *s)
 
 /* Hosts are kept as policy_route_for() compares them: lower case, IPv6
  * literals without brackets. */
-static void
-normalize_host(char *h)
+void
+cf_normalize_host(char *h)
 {
 	size_t len = strlen(h);
 
@@ -83,7 +82,7 @@ normalize_host(char *h)
 		h[len - 2] = '\0';
 	}
 	for (; *h != '\0'; h++)
-		*h = (char)tolower((unsigned char)*h);
+		*h = (char)ascii_lower((unsigned char)*h);
 }
 
 static int
@@ -120,26 +119,17 @@ load_route(struct cfctx *cx, const char *jp, const cJSON *it, struct route *rt)
 		&rt->rt_nprefixes, check_prefix) == -1)
 		return -1;
 	/* Defaults: the model APIs are POST, and every path is allowed. */
-	if (rt->rt_methods == NULL) {
-		if ((rt->rt_methods = cf_calloc(cx, jp, 2, sizeof(char *))) ==
-			NULL ||
-		    (rt->rt_methods[0] = cf_strdup(cx, jp, "POST")) == NULL)
-			return -1;
-		rt->rt_nmethods = 1;
-	}
-	if (rt->rt_prefixes == NULL) {
-		if ((rt->rt_prefixes = cf_calloc(cx, jp, 2, sizeof(char *))) ==
-			NULL ||
-		    (rt->rt_prefixes[0] = cf_strdup(cx, jp, "/")) == NULL)
-			return -1;
-		rt->rt_nprefixes = 1;
-	}
+	if (cf_strlist_default(cx, jp, &rt->rt_methods, &rt->rt_nmethods,
+		"POST") == -1 ||
+	    cf_strlist_default(cx, jp, &rt->rt_prefixes, &rt->rt_nprefixes,
+		"/") == -1)
+		return -1;
 	if (rt->rt_nmethods == 0)
 		return cf_err(cx, jp, "methods: must not be empty");
 	if (rt->rt_nprefixes == 0)
 		return cf_err(cx, jp, "path_prefixes: must not be empty");
 	for (dup = 0; dup < rt->rt_nhosts; dup++)
-		normalize_host(rt->rt_hosts[dup]);
+		cf_normalize_host(rt->rt_hosts[dup]);
 	if (cf_has_dup(rt->rt_hosts, rt->rt_nhosts, &dup))
 		return cf_err(cx, jp, "hosts[%zu]: listed twice", dup);
 	if (cf_has_dup(rt->rt_methods, rt->rt_nmethods, &dup))
@@ -200,22 +190,16 @@ int
 cf_load_routes(struct cfctx *cx, const cJSON *root)
 {
 	struct config *cf = cx->cf;
-	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "routes");
-	const cJSON *it;
+	const cJSON *arr, *it;
 	char jp[64];
 	size_t i = 0, j;
+	int n;
 
-	if (arr == NULL)
-		return cf_err(cx, "", "missing \"routes\"");
-	if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) == 0)
-		return cf_err(cx, "routes", "must be a non-empty array");
-	if (cJSON_GetArraySize(arr) > 256)
-		return cf_err(cx, "routes", "more than 256 routes");
-	if ((cf->cf_routes = cf_calloc(cx, "routes",
-		 (size_t)cJSON_GetArraySize(arr), sizeof(*cf->cf_routes))) ==
-	    NULL)
+	if ((n = cf_array(cx, "", root, "routes", 1, 256, &arr)) == -1 ||
+	    (cf->cf_routes = cf_calloc(cx, "routes", (size_t)n,
+		 sizeof(*cf->cf_routes))) == NULL)
 		return -1;
-	cf->cf_nroutes = (size_t)cJSON_GetArraySize(arr);
+	cf->cf_nroutes = (size_t)n;
 	cJSON_ArrayForEach(it, arr) {
 		struct route *rt = &cf->cf_routes[i];
 

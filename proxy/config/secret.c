@@ -15,8 +15,8 @@
 #include "proxy/config/config_int.h"
 
 /* Read a whole file of at most CONFIG_MAX_FILE bytes; NUL-terminated. */
-int
-cf_read_file(const char *path, int fd, unsigned char **out, size_t *outlen,
+static int
+read_file(const char *path, int fd, unsigned char **out, size_t *outlen,
     char *why, size_t whylen)
 {
 	struct stat st;
@@ -61,6 +61,21 @@ cf_read_file(const char *path, int fd, unsigned char **out, size_t *outlen,
 }
 
 int
+cf_read_path(const char *path, unsigned char **out, size_t *outlen, char *why,
+    size_t whylen)
+{
+	int fd, rc;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
+		snprintf(why, whylen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	rc = read_file(path, fd, out, outlen, why, whylen);
+	close(fd);
+	return rc;
+}
+
+int
 config_read_secret(const char *path, uid_t owner, unsigned char **out,
     size_t *outlen, char *why, size_t whylen)
 {
@@ -97,7 +112,7 @@ config_read_secret(const char *path, uid_t owner, unsigned char **out,
 		close(fd);
 		return -1;
 	}
-	if (cf_read_file(path, fd, out, outlen, why, whylen) == -1) {
+	if (read_file(path, fd, out, outlen, why, whylen) == -1) {
 		close(fd);
 		return -1;
 	}

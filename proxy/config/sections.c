@@ -11,6 +11,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <pwd.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,9 +51,6 @@ check_iface(struct cfctx *cx, const char *jp, const char *s)
 	return 0;
 }
 
-/*
- * Sections.
- */
 int
 cf_load_user(struct cfctx *cx, const cJSON *root)
 {
@@ -87,57 +85,61 @@ cf_load_user(struct cfctx *cx, const cJSON *root)
 	return cf_err(cx, "user", "no such user \"%s\"", user);
 }
 
+/* LIMIT(field, default, min, max) */
+/* clang-format off */
+#define LIMIT(f, d, lo, hi) { #f, offsetof(struct limits, f), d, lo, hi }
+/* clang-format on */
+const struct cf_limit cf_limits[] = {
+	LIMIT(max_header_bytes, 16384, 1024, (uint64_t)1024 * 1024),
+	LIMIT(max_headers, 100, 8, 1000),
+	LIMIT(max_body_bytes, (uint64_t)32 * 1024 * 1024, 0, (uint64_t)1 << 50),
+	LIMIT(max_connections, 4096, 1, 1000000),
+	LIMIT(header_timeout_ms, 10000, 100, 3600000),
+	LIMIT(idle_timeout_ms, 60000, 100, 86400000),
+	LIMIT(connect_timeout_ms, 5000, 100, 600000),
+	LIMIT(upstream_response_timeout_ms, 300000, 100, 86400000),
+	LIMIT(drain_timeout_ms, 10000, 0, 3600000),
+	LIMIT(per_client_connections, 256, 1, 1000000),
+	LIMIT(per_client_refusals_per_s, 20, 0, 1000000),
+	{ NULL, 0, 0, 0, 0 },
+};
+#undef LIMIT
+
+static uint64_t *
+limit_field(struct limits *l, const struct cf_limit *lm)
+{
+	return (uint64_t *)(void *)((char *)l + lm->off);
+}
+
 int
 cf_load_limits(struct cfctx *cx, const cJSON *root)
 {
-	static const char *const keys[] = { "max_header_bytes", "max_headers",
-		"max_body_bytes", "max_connections", "header_timeout_ms",
-		"idle_timeout_ms", "connect_timeout_ms",
-		"upstream_response_timeout_ms", "drain_timeout_ms",
-		"per_client_connections", "per_client_refusals_per_s", NULL };
+	const char *keys[sizeof(cf_limits) / sizeof(cf_limits[0])];
 	struct limits *l = &cx->cf->cf_limits;
 	const cJSON *obj = cJSON_GetObjectItemCaseSensitive(root, "limits");
-	const char *jp = "limits";
+	const struct cf_limit *lm;
+	size_t i = 0;
 
-	l->max_header_bytes = 16384;
-	l->max_headers = 100;
-	l->max_body_bytes = (uint64_t)32 * 1024 * 1024;
-	l->max_connections = 4096;
-	l->header_timeout_ms = 10000;
-	l->idle_timeout_ms = 60000;
-	l->connect_timeout_ms = 5000;
-	l->upstream_response_timeout_ms = 300000;
-	l->drain_timeout_ms = 10000;
-	l->per_client_connections = 256;
-	l->per_client_refusals_per_s = 20;
+	for (lm = cf_limits; lm->key != NULL; lm++) {
+		keys[i++] = lm->key;
+		*limit_field(l, lm) = lm->def;
+	}
+	keys[i] = NULL;
 	if (obj == NULL)
 		return 0;
-	if (cf_keys(cx, jp, obj, keys) == -1 ||
-	    cf_uint(cx, jp, obj, "max_header_bytes", 1024,
-		(uint64_t)1024 * 1024, &l->max_header_bytes) == -1 ||
-	    cf_uint(cx, jp, obj, "max_headers", 8, 1000, &l->max_headers) ==
-		-1 ||
-	    cf_uint(cx, jp, obj, "max_body_bytes", 0, (uint64_t)1 << 50,
-		&l->max_body_bytes) == -1 ||
-	    cf_uint(cx, jp, obj, "max_connections", 1, 1000000,
-		&l->max_connections) == -1 ||
-	    cf_uint(cx, jp, obj, "header_timeout_ms", 100, 3600000,
-		&l->header_timeout_ms) == -1 ||
-	    cf_uint(cx, jp, obj, "idle_timeout_ms", 100, 86400000,
-		&l->idle_timeout_ms) == -1 ||
-	    cf_uint(cx, jp, obj, "connect_timeout_ms", 100, 600000,
-		&l->connect_timeout_ms) == -1 ||
-	    cf_uint(cx, jp, obj, "upstream_response_timeout_ms", 100, 86400000,
-		&l->upstream_response_timeout_ms) == -1 ||
-	    cf_uint(cx, jp, obj, "drain_timeout_ms", 0, 3600000,
-		&l->drain_timeout_ms) == -1 ||
-	    cf_uint(cx, jp, obj, "per_client_connections", 1, 1000000,
-		&l->per_client_connections) == -1 ||
-	    cf_uint(cx, jp, obj, "per_client_refusals_per_s", 0, 1000000,
-		&l->per_client_refusals_per_s) == -1)
+	if (cf_keys(cx, "limits", obj, keys) == -1)
 		return -1;
+	for (lm = cf_limits; lm->key != NULL; lm++)
+		if (cf_uint(cx, "limits", obj, lm->key, lm->min, lm->max,
+			limit_field(l, lm)) == -1)
+			return -1;
 	return 0;
 }
+
+/* Names by enum value, for loading and for printing. */
+const char *const cf_fsync_names[] = { "interval", "always", "never", NULL };
+const char *const cf_on_error_names[] = { "deny", "allow", NULL };
+const char *const cf_np_mode_names[] = { "off", "sidecar", "gateway", NULL };
 
 int
 cf_load_audit(struct cfctx *cx, const cJSON *root)
@@ -148,6 +150,7 @@ cf_load_audit(struct cfctx *cx, const cJSON *root)
 	const cJSON *obj = cJSON_GetObjectItemCaseSensitive(root, "audit");
 	const char *path = "/var/log/sluice/audit.jsonl", *fs = NULL;
 	const char *onerr = NULL;
+	int k;
 
 	ac->ac_chain = 1;
 	if (obj != NULL &&
@@ -157,26 +160,19 @@ cf_load_audit(struct cfctx *cx, const cJSON *root)
 		cf_str(cx, "audit", obj, "on_error", 0, &onerr) == -1 ||
 		cf_bool(cx, "audit", obj, "chain", &ac->ac_chain) == -1))
 		return -1;
-	if (path[0] != '/')
-		return cf_err(cx, "audit.path", "must be an absolute path");
-	if ((ac->ac_path = cf_strdup(cx, "audit.path", path)) == NULL)
+	if (cf_abspath(cx, "audit.path", path, &ac->ac_path) == -1)
 		return -1;
-	if (fs == NULL || strcmp(fs, "interval") == 0)
-		ac->ac_fsync = AUDIT_FSYNC_INTERVAL;
-	else if (strcmp(fs, "always") == 0)
-		ac->ac_fsync = AUDIT_FSYNC_ALWAYS;
-	else if (strcmp(fs, "never") == 0)
-		ac->ac_fsync = AUDIT_FSYNC_NEVER;
-	else
+	k = fs == NULL ? AUDIT_FSYNC_INTERVAL :
+			 cf_name_index(cf_fsync_names, fs);
+	if (k == -1)
 		return cf_err(cx, "audit.fsync",
 		    "\"%s\" is not always, interval or never", fs);
-	if (onerr == NULL || strcmp(onerr, "deny") == 0)
-		ac->ac_on_error_allow = 0;
-	else if (strcmp(onerr, "allow") == 0)
-		ac->ac_on_error_allow = 1;
-	else
+	ac->ac_fsync = (enum audit_fsync)k;
+	k = onerr == NULL ? 0 : cf_name_index(cf_on_error_names, onerr);
+	if (k == -1)
 		return cf_err(cx, "audit.on_error",
 		    "\"%s\" is not deny or allow", onerr);
+	ac->ac_on_error_allow = k;
 	return 0;
 }
 
@@ -190,6 +186,7 @@ cf_load_netpolicy(struct cfctx *cx, const cJSON *root)
 	const cJSON *obj = cJSON_GetObjectItemCaseSensitive(root, "netpolicy");
 	const char *mode = NULL, *table = "sluice", *p;
 	uint64_t group = 7;
+	int k;
 	size_t dup;
 
 	np->np_allow_loopback = 1;
@@ -209,15 +206,12 @@ cf_load_netpolicy(struct cfctx *cx, const cJSON *root)
 		    &np->np_ifaces, &np->np_nifaces, check_iface) == -1))
 		return -1;
 	/* The secure default: kernel rules on, as a sidecar. */
-	if (mode == NULL || strcmp(mode, "sidecar") == 0)
-		np->np_mode = NETPOLICY_SIDECAR;
-	else if (strcmp(mode, "gateway") == 0)
-		np->np_mode = NETPOLICY_GATEWAY;
-	else if (strcmp(mode, "off") == 0)
-		np->np_mode = NETPOLICY_OFF;
-	else
+	k = mode == NULL ? NETPOLICY_SIDECAR :
+			   cf_name_index(cf_np_mode_names, mode);
+	if (k == -1)
 		return cf_err(cx, "netpolicy.mode",
 		    "\"%s\" is not sidecar, gateway or off", mode);
+	np->np_mode = (enum netpolicy_mode)k;
 	if (strlen(table) >= sizeof(np->np_table))
 		return cf_err(cx, "netpolicy.table", "longer than %zu bytes",
 		    sizeof(np->np_table) - 1);
@@ -227,14 +221,9 @@ cf_load_netpolicy(struct cfctx *cx, const cJSON *root)
 			    "\"%s\": letters, digits, '_' and '-' only", table);
 	snprintf(np->np_table, sizeof(np->np_table), "%s", table);
 	np->np_log_group = (uint16_t)group;
-	if (np->np_ifaces == NULL) {
-		if ((np->np_ifaces = cf_calloc(cx, "netpolicy", 2,
-			 sizeof(char *))) == NULL ||
-		    (np->np_ifaces[0] = cf_strdup(cx, "netpolicy", "sbx-*")) ==
-			NULL)
-			return -1;
-		np->np_nifaces = 1;
-	}
+	if (cf_strlist_default(cx, "netpolicy", &np->np_ifaces, &np->np_nifaces,
+		"sbx-*") == -1)
+		return -1;
 	if (cf_has_dup(np->np_resolvers, np->np_nresolvers, &dup))
 		return cf_err(cx, "netpolicy.resolvers",
 		    "entry %zu listed twice", dup);
@@ -284,14 +273,11 @@ cf_load_misc(struct cfctx *cx, const cJSON *root)
 	    cf_str(cx, "", root, "ready_file", 0, &ready) == -1)
 		return -1;
 	if (sock != NULL) {
-		if (sock[0] != '/')
-			return cf_err(cx, "admin.socket",
-			    "must be an absolute path");
+		if (cf_abspath(cx, "admin.socket", sock,
+			&cf->cf_admin_socket) == -1)
+			return -1;
 		if (strlen(sock) >= sizeof(((struct sockaddr_un *)0)->sun_path))
 			return cf_err(cx, "admin.socket", "path too long");
-		if ((cf->cf_admin_socket =
-			    cf_strdup(cx, "admin.socket", sock)) == NULL)
-			return -1;
 	}
 	if (listen != NULL) {
 		struct sockaddr_storage ss;
@@ -309,18 +295,10 @@ cf_load_misc(struct cfctx *cx, const cJSON *root)
 			    cf_strdup(cx, "metrics.listen", listen)) == NULL)
 			return -1;
 	}
-	if (sd[0] != '/')
-		return cf_err(cx, "state_dir", "must be an absolute path");
-	if ((cf->cf_state_dir = cf_strdup(cx, "state_dir", sd)) == NULL)
+	if (cf_abspath(cx, "state_dir", sd, &cf->cf_state_dir) == -1 ||
+	    (ready != NULL &&
+		cf_abspath(cx, "ready_file", ready, &cf->cf_ready_file) == -1))
 		return -1;
-	if (ready != NULL) {
-		if (ready[0] != '/')
-			return cf_err(cx, "ready_file",
-			    "must be an absolute path");
-		if ((cf->cf_ready_file = cf_strdup(cx, "ready_file", ready)) ==
-		    NULL)
-			return -1;
-	}
 	return 0;
 }
 

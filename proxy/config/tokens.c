@@ -4,7 +4,6 @@
  * file.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,17 +43,10 @@ load_pubkey(struct cfctx *cx, const char *jp, const char *file, EVP_PKEY **out)
 	size_t len;
 	BIO *bio;
 	EVP_PKEY *pk;
-	int fd;
 	char why[512];
 
-	if ((fd = open(file, O_RDONLY | O_CLOEXEC)) == -1)
-		return cf_err(cx, jp, "public_key_file: %s: %s", file,
-		    strerror(errno));
-	if (cf_read_file(file, fd, &buf, &len, why, sizeof(why)) == -1) {
-		close(fd);
+	if (cf_read_path(file, &buf, &len, why, sizeof(why)) == -1)
 		return cf_err(cx, jp, "public_key_file: %s", why);
-	}
-	close(fd);
 	if ((bio = BIO_new_mem_buf(buf, (int)len)) == NULL) {
 		free(buf);
 		return cf_err(cx, jp, "public_key_file: %s: out of memory",
@@ -188,6 +180,7 @@ cf_load_tokens(struct cfctx *cx, const cJSON *root)
 	uint64_t leeway = 30, ttl = 3600;
 	char jp[64], why[512];
 	size_t i = 0, j;
+	int n;
 
 	if (obj == NULL)
 		return cf_err(cx, "", "missing \"tokens\"");
@@ -210,14 +203,9 @@ cf_load_tokens(struct cfctx *cx, const cJSON *root)
 	tc->tc_rules.leeway_s = tc->tc_leeway_s;
 	tc->tc_rules.max_ttl_s = tc->tc_max_ttl_s;
 
-	arr = cJSON_GetObjectItemCaseSensitive(obj, "keys");
-	if (arr == NULL)
-		return cf_err(cx, "tokens", "missing \"keys\"");
-	if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) == 0)
-		return cf_err(cx, "tokens.keys", "must be a non-empty array");
-	if (cJSON_GetArraySize(arr) > 32)
-		return cf_err(cx, "tokens.keys", "more than 32 keys");
-	j = (size_t)cJSON_GetArraySize(arr);
+	if ((n = cf_array(cx, "tokens", obj, "keys", 1, 32, &arr)) == -1)
+		return -1;
+	j = (size_t)n;
 	if ((tc->tc_keys = cf_calloc(cx, "tokens.keys", j,
 		 sizeof(*tc->tc_keys))) == NULL ||
 	    (tc->tc_key_files = cf_calloc(cx, "tokens.keys", j,

@@ -5,7 +5,6 @@
  */
 #include <sys/socket.h>
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,14 +19,6 @@
 #include "proxy/http/http1.h"
 #include "proxy/util/ascii.h"
 #include "proxy/util/util.h"
-
-/* Lower-case a host name in place (IP literals are unaffected). */
-static void
-lower(char *s)
-{
-	for (; *s != '\0'; s++)
-		*s = (char)tolower((unsigned char)*s);
-}
 
 /* An injected header's name (at el): a token, not ours, not twice. */
 static int
@@ -94,23 +85,20 @@ static int
 load_headers(struct cfctx *cx, const char *jp, const cJSON *up,
     struct upstream_conf *uc)
 {
-	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(up, "headers");
-	const cJSON *it;
+	const cJSON *arr, *it;
 	char sub[128], el[160];
 	size_t i = 0;
+	int n;
 
+	if ((n = cf_array(cx, jp, up, "headers", 0, 32, &arr)) == -1)
+		return -1;
 	if (arr == NULL)
 		return 0;
 	cf_sub(sub, sizeof(sub), jp, "headers");
-	if (!cJSON_IsArray(arr))
-		return cf_err(cx, sub, "must be an array");
-	if (cJSON_GetArraySize(arr) > 32)
-		return cf_err(cx, sub, "more than 32 headers");
-	if ((uc->uc_headers = cf_calloc(cx, sub,
-		 (size_t)cJSON_GetArraySize(arr), sizeof(*uc->uc_headers))) ==
-	    NULL)
+	if ((uc->uc_headers = cf_calloc(cx, sub, (size_t)n,
+		 sizeof(*uc->uc_headers))) == NULL)
 		return -1;
-	uc->uc_nheaders = (size_t)cJSON_GetArraySize(arr);
+	uc->uc_nheaders = (size_t)n;
 	cJSON_ArrayForEach(it, arr) {
 		cf_idx(el, sizeof(el), sub, i);
 		if (load_header(cx, el, it, uc, i) == -1)
@@ -163,7 +151,7 @@ load_upstream_url(struct cfctx *cx, const char *sub, const char *url,
 	if ((uc->uc_host = cf_calloc(cx, sub, u.host_len + 1, 1)) == NULL)
 		return -1;
 	memcpy(uc->uc_host, u.host, u.host_len);
-	lower(uc->uc_host);
+	cf_normalize_host(uc->uc_host);
 	uc->uc_host_is_ip = u.host_type != URI_HOST_NAME;
 	uc->uc_port = u.port;
 	/* The Host value sent upstream: the URL's authority as written. */
