@@ -14,9 +14,9 @@
 #include "proxy/token/token.h"
 
 /*
- * config.c: the policy file (DESIGN.md "Policy file"). A loaded policy is
- * an immutable, refcounted snapshot: requests keep the snapshot they
- * started with, and SIGHUP swaps the daemon's pointer.
+ * proxy/config/: the policy file (DESIGN.md "Policy file"). A loaded
+ * policy is an immutable, refcounted snapshot: requests keep the snapshot
+ * they started with, and SIGHUP swaps the daemon's pointer.
  */
 enum listener_type {
 	LISTENER_FORWARD = 1, /* absolute-form and CONNECT */

@@ -1,5 +1,5 @@
 /*
- * Unit tests for proxy/config.c, written from the contract (DESIGN.md
+ * Unit tests for proxy/config/, written from the contract (DESIGN.md
  * "Policy file", docs/config.md): a minimal policy gets every documented
  * default; each class of error is refused with one line of the shape
  * "FILE: json.path: reason" naming the field at fault; secret files follow
@@ -1828,6 +1828,111 @@ expect_null(const cJSON *root, const char *path)
 		fail_msg("config_print: %s is not null", path);
 }
 
+/*
+ * A policy template of n generated entries: head, then each entry (ent,
+ * with its index for every '#'), comma-separated, then tail.
+ */
+static char *
+gen_policy(const char *head, const char *ent, size_t n, const char *tail)
+{
+	size_t cap =
+	    strlen(head) + strlen(tail) + n * (strlen(ent) * 4 + 1) + 1;
+	size_t o, i;
+	const char *p;
+	char *buf = malloc(cap);
+
+	assert_non_null(buf);
+	o = (size_t)snprintf(buf, cap, "%s", head);
+	for (i = 0; i < n; i++) {
+		if (i > 0)
+			buf[o++] = ',';
+		for (p = ent; *p != '\0'; p++)
+			if (*p == '#')
+				o += (size_t)snprintf(buf + o, cap - o, "%zu",
+				    i);
+			else
+				buf[o++] = *p;
+	}
+	snprintf(buf + o, cap - o, "%s", tail);
+	return buf;
+}
+
+/*
+ * The arrays with a cap (listeners 64, tokens.keys 32, routes 256, an
+ * upstream's headers 32): the cap itself loads, one more is refused with
+ * the array's path and its cap, and headers (optional) may be absent or
+ * empty but must be an array.
+ */
+static void
+test_array_caps(void **state)
+{
+	static const struct {
+		const char *name, *head, *fmt, *tail, *want;
+		size_t cap;
+	} rows[] = {
+		{ "listeners", "{'listeners':[",
+		    "{'type':'forward','listen':'127.0.0.1:20#'}",
+		    "]," TOK ",'routes':[" R_A "]," NPOFF "}",
+		    "listeners: more than 64 listeners", 64 },
+		{ "tokens.keys", "{'listeners':[" L_FWD "],'tokens':{'keys':[",
+		    "{'kid':'k#','alg':'HS256',"
+		    "'secret_file':'@D/hs.key'}",
+		    "]},'routes':[" R_A "]," NPOFF "}",
+		    "tokens.keys: more than 32 keys", 32 },
+		{ "routes", "{'listeners':[" L_FWD "]," TOK ",'routes':[",
+		    "{'audience':'a#'," UP_A "}", "]," NPOFF "}",
+		    "routes: more than 256 routes", 256 },
+		{ "headers",
+		    "{'listeners':[" L_FWD "]," TOK
+		    ",'routes':[{'audience':'a',"
+		    "'upstream':{" PLAIN ",'headers':[",
+		    "{'name':'X-H#','value_file':'@D/hdr.val'}",
+		    "]}}]," NPOFF "}",
+		    "routes[0].upstream.headers: more than 32 headers", 32 },
+	};
+	char why[1024];
+	struct config *cf;
+	size_t i, n;
+
+	(void)state;
+	for (i = 0; i < SL_NELEM(rows); i++) {
+		for (n = rows[i].cap; n <= rows[i].cap + 1; n++) {
+			char *pol = gen_policy(rows[i].head, rows[i].fmt, n,
+			    rows[i].tail);
+
+			cf = load(pol, why, sizeof(why));
+			free(pol);
+			if (n == rows[i].cap && cf == NULL)
+				fail_msg("%s: %zu should load: %s",
+				    rows[i].name, n, why);
+			if (n > rows[i].cap &&
+			    check_refusal(rows[i].name, cf, why, rows[i].want,
+				"") == -1)
+				fail_msg("%s: %zu loaded or wrong message",
+				    rows[i].name, n);
+			config_unref(cf);
+		}
+	}
+	cf = load_ok(UPSTREAM(PLAIN ",'headers':[]"));
+	assert_int_equal(cf->cf_routes[0].rt_up.uc_nheaders, 0);
+	config_unref(cf);
+	cf = load_ok(UPSTREAM(PLAIN));
+	assert_int_equal(cf->cf_routes[0].rt_up.uc_nheaders, 0);
+	config_unref(cf);
+	cf = load(UPSTREAM(PLAIN ",'headers':{}"), why, sizeof(why));
+	if (check_refusal("headers {}", cf, why,
+		"routes[0].upstream.headers: must be an array", "") == -1)
+		fail_msg("headers {} loaded or wrong message");
+	config_unref(cf);
+	cf = load("{'listeners':[" L_FWD "],'tokens':{},'routes':[" R_A
+		  "]," NPOFF "}",
+	    why, sizeof(why));
+	if (check_refusal("no keys", cf, why, "tokens: missing \"keys\"", "") ==
+	    -1)
+		fail_msg("tokens without keys loaded or wrong message");
+	config_unref(cf);
+}
+
 /* The normalized policy: JSON, every default filled in, no secret. */
 static void
 test_print(void **state)
@@ -1911,6 +2016,26 @@ test_print(void **state)
 	expect_num(root, "limits.connect_timeout_ms", 5000);
 	expect_num(root, "limits.upstream_response_timeout_ms", 300000);
 	expect_num(root, "limits.drain_timeout_ms", 10000);
+	expect_num(root, "limits.per_client_connections", 256);
+	expect_num(root, "limits.per_client_refusals_per_s", 20);
+	{
+		/* The limits, all of them, in the order docs/config.md has. */
+		static const char *const order[] = { "max_header_bytes",
+			"max_headers", "max_body_bytes", "max_connections",
+			"header_timeout_ms", "idle_timeout_ms",
+			"connect_timeout_ms", "upstream_response_timeout_ms",
+			"drain_timeout_ms", "per_client_connections",
+			"per_client_refusals_per_s" };
+		const cJSON *it;
+
+		i = 0;
+		cJSON_ArrayForEach(it, jget(root, "limits")) {
+			assert_true(i < SL_NELEM(order));
+			assert_string_equal(it->string, order[i]);
+			i++;
+		}
+		assert_int_equal(i, SL_NELEM(order));
+	}
 	expect_str(root, "audit.path", "/var/log/sluice/audit.jsonl");
 	expect_str(root, "audit.fsync", "interval");
 	expect_bool(root, "audit.chain", 1);
@@ -1953,6 +2078,7 @@ main(void)
 		cmocka_unit_test(test_unlink_only_when_loaded),
 		cmocka_unit_test(test_out_of_memory),
 		cmocka_unit_test(test_no_unlink_reload_needs_file),
+		cmocka_unit_test(test_array_caps),
 		cmocka_unit_test(test_print),
 	};
 

@@ -1,0 +1,194 @@
+/*
+ * listeners[]: type, address and name of each, none twice, and the route
+ * of a reverse listener.
+ */
+#include <sys/socket.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "proxy/config/config.h"
+#include "proxy/config/config_int.h"
+#include "proxy/token/token.h"
+
+/*
+ * "IP:port" or "[IPv6]:port" into a sockaddr.
+ */
+int
+cf_parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *len)
+{
+	char host[INET6_ADDRSTRLEN + 1];
+	const char *colon, *h;
+	size_t hlen;
+	char *end;
+	unsigned long port;
+
+	memset(ss, 0, sizeof(*ss));
+	if (s[0] == '[') {
+		if ((colon = strstr(s, "]:")) == NULL)
+			return -1;
+		h = s + 1;
+		hlen = (size_t)(colon - h);
+		colon++;
+	} else {
+		if ((colon = strrchr(s, ':')) == NULL)
+			return -1;
+		h = s;
+		hlen = (size_t)(colon - s);
+	}
+	if (hlen == 0 || hlen >= sizeof(host))
+		return -1;
+	memcpy(host, h, hlen);
+	host[hlen] = '\0';
+	if (colon[1] < '0' || colon[1] > '9')
+		return -1;
+	errno = 0;
+	port = strtoul(colon + 1, &end, 10);
+	if (errno != 0 || *end != '\0' || port == 0 || port > 65535 ||
+	    strlen(colon + 1) > 5)
+		return -1;
+	if (s[0] != '[') {
+		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+
+		if (inet_pton(AF_INET, host, &sin->sin_addr) != 1)
+			return -1;
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons((uint16_t)port);
+		*len = sizeof(*sin);
+	} else {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+
+		if (inet_pton(AF_INET6, host, &sin6->sin6_addr) != 1)
+			return -1;
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons((uint16_t)port);
+		*len = sizeof(*sin6);
+	}
+	return 0;
+}
+
+/* One entry of "listeners" (at jp) into lc. */
+static int
+load_listener(struct cfctx *cx, const char *jp, const cJSON *it,
+    struct listener_conf *lc)
+{
+	static const char *const keys[] = { "name", "type", "listen", "route",
+		NULL };
+	const char *name = NULL, *type = NULL, *listen = NULL;
+	const char *route = NULL;
+
+	if (cf_keys(cx, jp, it, keys) == -1 ||
+	    cf_str(cx, jp, it, "type", 1, &type) == -1 ||
+	    cf_str(cx, jp, it, "listen", 1, &listen) == -1 ||
+	    cf_str(cx, jp, it, "name", 0, &name) == -1 ||
+	    cf_str(cx, jp, it, "route", 0, &route) == -1)
+		return -1;
+	if (strcmp(type, "forward") == 0)
+		lc->lc_type = LISTENER_FORWARD;
+	else if (strcmp(type, "reverse") == 0)
+		lc->lc_type = LISTENER_REVERSE;
+	else
+		return cf_err(cx, jp,
+		    "type: \"%s\" is not \"forward\" or \"reverse\"", type);
+	if (strlen(listen) >= sizeof(lc->lc_listen) ||
+	    cf_parse_listen(listen, &lc->lc_addr, &lc->lc_addrlen) == -1)
+		return cf_err(cx, jp,
+		    "listen: \"%s\" is not IP:PORT or [IPv6]:PORT", listen);
+	snprintf(lc->lc_listen, sizeof(lc->lc_listen), "%s", listen);
+	if (name == NULL)
+		name = listen;
+	if (strlen(name) >= sizeof(lc->lc_name))
+		return cf_err(cx, jp, "name: longer than %zu bytes",
+		    sizeof(lc->lc_name) - 1);
+	snprintf(lc->lc_name, sizeof(lc->lc_name), "%s", name);
+	if (lc->lc_type == LISTENER_REVERSE && route == NULL)
+		return cf_err(cx, jp, "a reverse listener needs \"route\"");
+	if (lc->lc_type == LISTENER_FORWARD && route != NULL)
+		return cf_err(cx, jp,
+		    "route: only reverse listeners are bound to a route");
+	if (route != NULL) {
+		if (strlen(route) > TOKEN_MAX_STR)
+			return cf_err(cx, jp, "route: too long");
+		snprintf(lc->lc_route, sizeof(lc->lc_route), "%s", route);
+	}
+	return 0;
+}
+
+/* Listener i (at jp) takes no name or address of one before it. */
+static int
+listener_unique(struct cfctx *cx, const char *jp, size_t i)
+{
+	const struct listener_conf *ls = cx->cf->cf_listeners, *lc = &ls[i];
+	size_t j;
+
+	for (j = 0; j < i; j++) {
+		if (strcmp(ls[j].lc_name, lc->lc_name) == 0)
+			return cf_err(cx, jp,
+			    "name: \"%s\" is used by listeners[%zu]",
+			    lc->lc_name, j);
+		if (ls[j].lc_addrlen == lc->lc_addrlen &&
+		    memcmp(&ls[j].lc_addr, &lc->lc_addr, lc->lc_addrlen) == 0)
+			return cf_err(cx, jp,
+			    "listen: %s is used by listeners[%zu]",
+			    lc->lc_listen, j);
+	}
+	return 0;
+}
+
+int
+cf_load_listeners(struct cfctx *cx, const cJSON *root)
+{
+	struct config *cf = cx->cf;
+	const cJSON *arr, *it;
+	char jp[64];
+	size_t i = 0;
+	int n;
+
+	if ((n = cf_array(cx, "", root, "listeners", 1, 64, &arr)) == -1 ||
+	    (cf->cf_listeners = cf_calloc(cx, "listeners", (size_t)n,
+		 sizeof(*cf->cf_listeners))) == NULL)
+		return -1;
+	cf->cf_nlisteners = (size_t)n;
+	cJSON_ArrayForEach(it, arr) {
+		cf_idx(jp, sizeof(jp), "listeners", i);
+		if (load_listener(cx, jp, it, &cf->cf_listeners[i]) == -1 ||
+		    listener_unique(cx, jp, i) == -1)
+			return -1;
+		i++;
+	}
+	return 0;
+}
+
+int
+cf_link_listeners(struct cfctx *cx)
+{
+	struct config *cf = cx->cf;
+	size_t i, j;
+	char jp[64];
+
+	for (i = 0; i < cf->cf_nlisteners; i++) {
+		struct listener_conf *lc = &cf->cf_listeners[i];
+
+		if (lc->lc_type != LISTENER_REVERSE)
+			continue;
+		for (j = 0; j < cf->cf_nroutes; j++)
+			if (strcmp(cf->cf_routes[j].rt_audience,
+				lc->lc_route) == 0)
+				break;
+		if (j == cf->cf_nroutes) {
+			cf_idx(jp, sizeof(jp), "listeners", i);
+			return cf_err(cx, jp,
+			    "route: no route has audience \"%s\"",
+			    lc->lc_route);
+		}
+		lc->lc_route_idx = j;
+	}
+	return 0;
+}

@@ -1,0 +1,233 @@
+/*
+ * routes[]: the audience, the hosts, methods and path prefixes a route
+ * allows, and the rule that one host selects at most one route.
+ */
+#include <sys/socket.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "proxy/config/config.h"
+#include "proxy/config/config_int.h"
+#include "proxy/http/http1.h"
+#include "proxy/token/token.h"
+#include "proxy/util/ascii.h"
+
+/*
+ * Element checks.
+ */
+static int
+check_method(struct cfctx *cx, const char *jp, const char *s)
+{
+	const char *p;
+
+	for (p = s; *p != '\0'; p++)
+		if (!ascii_is_tchar((unsigned char)*p))
+			return cf_err(cx, jp, "\"%s\" is not a method name", s);
+	if (strcmp(s, "CONNECT") == 0)
+		return cf_err(cx, jp,
+		    "CONNECT is controlled by connect.enabled");
+	return 0;
+}
+
+static int
+check_prefix(struct cfctx *cx, const char *jp, const char *s)
+{
+	size_t bad;
+
+	if (s[0] != '/')
+		return cf_err(cx, jp, "\"%s\" must start with '/'", s);
+	if (strchr(s, '?') != NULL || strchr(s, '#') != NULL)
+		return cf_err(cx, jp, "\"%s\" must be a path only", s);
+	if (path_check(s, strlen(s), &bad) == -1)
+		return cf_err(cx, jp, "\"%s\" is ambiguous at byte %zu", s,
+		    bad);
+	return 0;
+}
+
+static int
+check_host(struct cfctx *cx, const char *jp, const char *s)
+{
+	struct in6_addr a6;
+	struct uri u;
+	const char *why = "invalid";
+
+	/* A bare IPv6 literal is taken as if bracketed. */
+	if (inet_pton(AF_INET6, s, &a6) == 1)
+		return 0;
+	memset(&u, 0, sizeof(u));
+	if (uri_parse_host(s, strlen(s), &u, &why) == -1)
+		return cf_err(cx, jp,
+		    "\"%s\" is not a host name or address: %s", s, why);
+	if (u.has_port)
+		return cf_err(cx, jp, "\"%s\": no port allowed", s);
+	return 0;
+}
+
+/* Hosts are kept as policy_route_for() compares them: lower case, IPv6
+ * literals without brackets. */
+void
+cf_normalize_host(char *h)
+{
+	size_t len = strlen(h);
+
+	if (len >= 2 && h[0] == '[' && h[len - 1] == ']') {
+		memmove(h, h + 1, len - 2);
+		h[len - 2] = '\0';
+	}
+	for (; *h != '\0'; h++)
+		*h = (char)ascii_lower((unsigned char)*h);
+}
+
+static int
+load_route(struct cfctx *cx, const char *jp, const cJSON *it, struct route *rt)
+{
+	static const char *const keys[] = { "audience", "hosts", "methods",
+		"path_prefixes", "max_requests_per_token", "connect",
+		"upstream", NULL };
+	static const char *const ckeys[] = { "enabled", "intercept", NULL };
+	const char *aud = NULL, *p;
+	const cJSON *conn;
+	char sub[96];
+	size_t dup;
+
+	if (cf_keys(cx, jp, it, keys) == -1 ||
+	    cf_str(cx, jp, it, "audience", 1, &aud) == -1 ||
+	    cf_uint(cx, jp, it, "max_requests_per_token", 0, UINT32_MAX,
+		&rt->rt_max_requests) == -1)
+		return -1;
+	if (strlen(aud) > TOKEN_MAX_STR)
+		return cf_err(cx, jp, "audience: longer than %d bytes",
+		    TOKEN_MAX_STR);
+	for (p = aud; *p != '\0'; p++)
+		if ((unsigned char)*p <= 0x20 || *p == 0x7f)
+			return cf_err(cx, jp,
+			    "audience: no spaces or control characters");
+	if ((rt->rt_audience = cf_strdup(cx, jp, aud)) == NULL)
+		return -1;
+	if (cf_strlist(cx, jp, it, "hosts", &rt->rt_hosts, &rt->rt_nhosts,
+		check_host) == -1 ||
+	    cf_strlist(cx, jp, it, "methods", &rt->rt_methods, &rt->rt_nmethods,
+		check_method) == -1 ||
+	    cf_strlist(cx, jp, it, "path_prefixes", &rt->rt_prefixes,
+		&rt->rt_nprefixes, check_prefix) == -1)
+		return -1;
+	/* Defaults: the model APIs are POST, and every path is allowed. */
+	if (cf_strlist_default(cx, jp, &rt->rt_methods, &rt->rt_nmethods,
+		"POST") == -1 ||
+	    cf_strlist_default(cx, jp, &rt->rt_prefixes, &rt->rt_nprefixes,
+		"/") == -1)
+		return -1;
+	if (rt->rt_nmethods == 0)
+		return cf_err(cx, jp, "methods: must not be empty");
+	if (rt->rt_nprefixes == 0)
+		return cf_err(cx, jp, "path_prefixes: must not be empty");
+	for (dup = 0; dup < rt->rt_nhosts; dup++)
+		cf_normalize_host(rt->rt_hosts[dup]);
+	if (cf_has_dup(rt->rt_hosts, rt->rt_nhosts, &dup))
+		return cf_err(cx, jp, "hosts[%zu]: listed twice", dup);
+	if (cf_has_dup(rt->rt_methods, rt->rt_nmethods, &dup))
+		return cf_err(cx, jp, "methods[%zu]: listed twice", dup);
+
+	conn = cJSON_GetObjectItemCaseSensitive(it, "connect");
+	if (conn != NULL) {
+		cf_sub(sub, sizeof(sub), jp, "connect");
+		if (cf_keys(cx, sub, conn, ckeys) == -1 ||
+		    cf_bool(cx, sub, conn, "enabled", &rt->rt_connect) == -1 ||
+		    cf_bool(cx, sub, conn, "intercept", &rt->rt_intercept) ==
+			-1)
+			return -1;
+		if (rt->rt_intercept)
+			return cf_err(cx, sub,
+			    "intercept: not supported by this version");
+	}
+	return cf_load_upstream(cx, jp, it, &rt->rt_up);
+}
+
+static int
+in_list(char *const *list, size_t n, const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(list[i], s) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * A forward request selects its route by host (DESIGN.md "Requests and
+ * routing"). Routes may share an upstream (the token's audience picks
+ * among them), but an alias in hosts selects exactly one route: it may be
+ * neither another route's alias nor another route's upstream host.
+ */
+static int
+route_overlap(struct cfctx *cx, const char *jp, const struct route *rt,
+    const struct route *o, size_t oidx)
+{
+	size_t h;
+
+	for (h = 0; h < rt->rt_nhosts; h++)
+		if (in_list(o->rt_hosts, o->rt_nhosts, rt->rt_hosts[h]) ||
+		    strcmp(rt->rt_hosts[h], o->rt_up.uc_host) == 0)
+			return cf_err(cx, jp,
+			    "hosts[%zu]: \"%s\" also selects routes[%zu]", h,
+			    rt->rt_hosts[h], oidx);
+	if (in_list(o->rt_hosts, o->rt_nhosts, rt->rt_up.uc_host))
+		return cf_err(cx, jp,
+		    "upstream.url: %s is listed in routes[%zu].hosts",
+		    rt->rt_up.uc_host, oidx);
+	return 0;
+}
+
+int
+cf_load_routes(struct cfctx *cx, const cJSON *root)
+{
+	struct config *cf = cx->cf;
+	const cJSON *arr, *it;
+	char jp[64];
+	size_t i = 0, j;
+	int n;
+
+	if ((n = cf_array(cx, "", root, "routes", 1, 256, &arr)) == -1 ||
+	    (cf->cf_routes = cf_calloc(cx, "routes", (size_t)n,
+		 sizeof(*cf->cf_routes))) == NULL)
+		return -1;
+	cf->cf_nroutes = (size_t)n;
+	cJSON_ArrayForEach(it, arr) {
+		struct route *rt = &cf->cf_routes[i];
+
+		cf_idx(jp, sizeof(jp), "routes", i);
+		if (load_route(cx, jp, it, rt) == -1)
+			return -1;
+		for (j = 0; j < i; j++) {
+			const struct route *o = &cf->cf_routes[j];
+
+			if (strcmp(o->rt_audience, rt->rt_audience) == 0)
+				return cf_err(cx, jp,
+				    "audience: \"%s\" is used by routes[%zu]",
+				    rt->rt_audience, j);
+			if (route_overlap(cx, jp, rt, o, j) == -1)
+				return -1;
+		}
+		i++;
+	}
+	return 0;
+}
+
+const struct route *
+config_route(const struct config *cf, const char *aud)
+{
+	size_t i;
+
+	for (i = 0; i < cf->cf_nroutes; i++)
+		if (strcmp(cf->cf_routes[i].rt_audience, aud) == 0)
+			return &cf->cf_routes[i];
+	return NULL;
+}
