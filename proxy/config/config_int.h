@@ -118,6 +118,10 @@ int cf_load_tokens(struct cfctx *cx, const cJSON *root);
 
 /* routes.c */
 int cf_load_routes(struct cfctx *cx, const cJSON *root);
+/* intercept.c */
+int cf_load_intercept(struct cfctx *cx, const cJSON *root);
+int cf_check_intercept(struct cfctx *cx);
+void cf_intercept_free(struct intercept_conf *ic);
 /* A host as routes compare it: lower case, an IPv6 literal unbracketed. */
 void cf_normalize_host(char *h);
 

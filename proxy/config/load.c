@@ -73,7 +73,7 @@ config_load(const char *path, const struct config *prev, char *why,
 {
 	static const char *const keys[] = { "user", "listeners", "tokens",
 		"routes", "limits", "audit", "netpolicy", "admin", "metrics",
-		"state_dir", "ready_file", NULL };
+		"state_dir", "ready_file", "intercept", NULL };
 	struct cfctx cx = { path, why, whylen, prev, NULL };
 	unsigned char *buf;
 	size_t len;
@@ -137,7 +137,8 @@ config_load(const char *path, const struct config *prev, char *why,
 	    cf_load_netpolicy(&cx, root) == -1 ||
 	    cf_load_misc(&cx, root) == -1 || cf_load_routes(&cx, root) == -1 ||
 	    cf_link_listeners(&cx) == -1 || cf_check_resolvers(&cx) == -1 ||
-	    cf_load_tokens(&cx, root) == -1) {
+	    cf_load_intercept(&cx, root) == -1 ||
+	    cf_check_intercept(&cx) == -1 || cf_load_tokens(&cx, root) == -1) {
 		cJSON_Delete(root);
 		config_unref(cx.cf);
 		return NULL;
@@ -168,6 +169,7 @@ config_unref(struct config *cf)
 		cf_strlist_free(rt->rt_hosts, rt->rt_nhosts);
 		cf_strlist_free(rt->rt_methods, rt->rt_nmethods);
 		cf_strlist_free(rt->rt_prefixes, rt->rt_nprefixes);
+		free(rt->rt_token_header);
 		cf_upstream_free(&rt->rt_up);
 	}
 	free(cf->cf_routes);
@@ -193,6 +195,7 @@ config_unref(struct config *cf)
 	free(cf->cf_audit.ac_path);
 	cf_strlist_free(cf->cf_np.np_resolvers, cf->cf_np.np_nresolvers);
 	cf_strlist_free(cf->cf_np.np_ifaces, cf->cf_np.np_nifaces);
+	cf_intercept_free(&cf->cf_intercept);
 	free(cf->cf_admin_socket);
 	free(cf->cf_metrics_listen);
 	free(cf->cf_state_dir);

@@ -45,9 +45,18 @@ print_route(const struct route *rt)
 	    strarray(rt->rt_prefixes, rt->rt_nprefixes));
 	cJSON_AddNumberToObject(r, "max_requests_per_token",
 	    (double)rt->rt_max_requests);
+	if (rt->rt_token_header != NULL)
+		cJSON_AddStringToObject(r, "token_header", rt->rt_token_header);
 	c = cJSON_AddObjectToObject(r, "connect");
 	cJSON_AddBoolToObject(c, "enabled", rt->rt_connect);
 	cJSON_AddBoolToObject(c, "intercept", rt->rt_intercept);
+	if (rt->rt_intercept) {
+		cJSON *ports = cJSON_AddArrayToObject(c, "ports");
+
+		for (i = 0; i < rt->rt_nports; i++)
+			cJSON_AddItemToArray(ports,
+			    cJSON_CreateNumber(rt->rt_ports[i]));
+	}
 	u = cJSON_AddObjectToObject(r, "upstream");
 	cJSON_AddStringToObject(u, "url", uc->uc_url);
 	if (uc->uc_ca_file != NULL)
@@ -63,6 +72,7 @@ print_route(const struct route *rt)
 	}
 	cJSON_AddBoolToObject(u, "allow_private", uc->uc_allow_private);
 	cJSON_AddBoolToObject(u, "allow_plaintext", uc->uc_allow_plaintext);
+	cJSON_AddBoolToObject(u, "strip_token", uc->uc_strip_token);
 	hdrs = cJSON_AddArrayToObject(u, "headers");
 	for (i = 0; i < uc->uc_nheaders; i++) {
 		cJSON *h = cJSON_CreateObject();
@@ -165,6 +175,25 @@ config_print(const struct config *cf, FILE *f)
 	add_str_or_null(o, "listen", cf->cf_metrics_listen);
 	cJSON_AddStringToObject(root, "state_dir", cf->cf_state_dir);
 	add_str_or_null(root, "ready_file", cf->cf_ready_file);
+	if (cf->cf_intercept.ic_on) {
+		const struct intercept_conf *ic = &cf->cf_intercept;
+
+		o = cJSON_AddObjectToObject(root, "intercept");
+		cJSON_AddStringToObject(o, "ca",
+		    ic->ic_ephemeral ? "ephemeral" : "files");
+		if (!ic->ic_ephemeral) {
+			cJSON_AddStringToObject(o, "ca_cert_file",
+			    ic->ic_cert_file);
+			cJSON_AddStringToObject(o, "ca_key_file",
+			    ic->ic_key_file);
+		} else
+			add_str_or_null(o, "ca_cert_out", ic->ic_cert_out);
+		cJSON_AddNumberToObject(o, "ca_days", (double)ic->ic_ca_days);
+		cJSON_AddNumberToObject(o, "leaf_days",
+		    (double)ic->ic_leaf_days);
+		cJSON_AddNumberToObject(o, "max_leaves",
+		    (double)ic->ic_max_leaves);
+	}
 
 	if ((out = cJSON_Print(root)) == NULL)
 		fatalx("cannot print the policy");

@@ -85,20 +85,101 @@ cf_normalize_host(char *h)
 		*h = (char)ascii_lower((unsigned char)*h);
 }
 
+/*
+ * connect: enabled (a raw tunnel), intercept (TLS terminated inside) and
+ * the ports an intercepted CONNECT may name (default 443).
+ */
+static int
+load_connect(struct cfctx *cx, const char *jp, const cJSON *conn,
+    struct route *rt)
+{
+	static const char *const keys[] = { "enabled", "intercept", "ports",
+		NULL };
+	const cJSON *ports = NULL, *el;
+	char pj[128], sub[160];
+	size_t i, j;
+	int n;
+
+	if (conn != NULL &&
+	    (cf_keys(cx, jp, conn, keys) == -1 ||
+		cf_bool(cx, jp, conn, "enabled", &rt->rt_connect) == -1 ||
+		cf_bool(cx, jp, conn, "intercept", &rt->rt_intercept) == -1 ||
+		(n = cf_array(cx, jp, conn, "ports", 0, SL_NELEM(rt->rt_ports),
+		     &ports)) == -1))
+		return -1;
+	i = 0;
+	cf_sub(pj, sizeof(pj), jp, "ports");
+	cJSON_ArrayForEach(el, ports) {
+		cf_idx(sub, sizeof(sub), pj, i);
+		if (!cJSON_IsNumber(el) || el->valuedouble < 1 ||
+		    el->valuedouble > 65535 ||
+		    el->valuedouble != (double)(int)el->valuedouble)
+			return cf_err(cx, sub, "not a port (1-65535)");
+		rt->rt_ports[i] = (uint16_t)el->valueint;
+		for (j = 0; j < i; j++)
+			if (rt->rt_ports[j] == rt->rt_ports[i])
+				return cf_err(cx, sub, "listed twice");
+		i++;
+	}
+	rt->rt_nports = i;
+	if (ports != NULL && !rt->rt_intercept)
+		return cf_err(cx, jp, "ports: only with intercept");
+	if (ports != NULL && i == 0)
+		return cf_err(cx, jp, "ports: must not be empty");
+	if (rt->rt_nports == 0) {
+		rt->rt_ports[0] = 443;
+		rt->rt_nports = 1;
+	}
+	return 0;
+}
+
+/* A header whose whole value is the bare run token (e.g. x-api-key). */
+static int
+load_token_header(struct cfctx *cx, const char *jp, const char *th,
+    struct route *rt)
+{
+	static const char *const taken[] = { "host", "content-length",
+		"transfer-encoding", "connection", "proxy-authorization",
+		"authorization", "te", "upgrade", "keep-alive", "trailer",
+		"proxy-connection", "cookie", NULL };
+	char sub[128];
+	size_t i;
+
+	cf_sub(sub, sizeof(sub), jp, "token_header");
+	if (th[0] == '\0' || strlen(th) > 64)
+		return cf_err(cx, sub, "1 to 64 bytes");
+	for (i = 0; th[i] != '\0'; i++)
+		if (!ascii_is_tchar((unsigned char)th[i]))
+			return cf_err(cx, sub,
+			    "\"%s\" is not a header name (byte %zu)", th, i);
+	if ((rt->rt_token_header = cf_strdup(cx, sub, th)) == NULL)
+		return -1;
+	for (i = 0; rt->rt_token_header[i] != '\0'; i++)
+		rt->rt_token_header[i] =
+		    (char)ascii_lower((unsigned char)rt->rt_token_header[i]);
+	for (i = 0; taken[i] != NULL; i++)
+		if (strcmp(rt->rt_token_header, taken[i]) == 0)
+			return cf_err(cx, sub,
+			    "\"%s\" is read by HTTP itself (Authorization is a "
+			    "carrier already)",
+			    th);
+	return 0;
+}
+
 static int
 load_route(struct cfctx *cx, const char *jp, const cJSON *it, struct route *rt)
 {
 	static const char *const keys[] = { "audience", "hosts", "methods",
 		"path_prefixes", "max_requests_per_token", "connect",
-		"upstream", NULL };
-	static const char *const ckeys[] = { "enabled", "intercept", NULL };
-	const char *aud = NULL, *p;
+		"upstream", "token_header", NULL };
+	const char *aud = NULL, *p, *th = NULL;
 	const cJSON *conn;
 	char sub[96];
 	size_t dup;
 
 	if (cf_keys(cx, jp, it, keys) == -1 ||
 	    cf_str(cx, jp, it, "audience", 1, &aud) == -1 ||
+	    cf_str(cx, jp, it, "token_header", 0, &th) == -1 ||
 	    cf_uint(cx, jp, it, "max_requests_per_token", 0, UINT32_MAX,
 		&rt->rt_max_requests) == -1)
 		return -1;
@@ -135,18 +216,12 @@ load_route(struct cfctx *cx, const char *jp, const cJSON *it, struct route *rt)
 	if (cf_has_dup(rt->rt_methods, rt->rt_nmethods, &dup))
 		return cf_err(cx, jp, "methods[%zu]: listed twice", dup);
 
+	if (th != NULL && load_token_header(cx, jp, th, rt) == -1)
+		return -1;
 	conn = cJSON_GetObjectItemCaseSensitive(it, "connect");
-	if (conn != NULL) {
-		cf_sub(sub, sizeof(sub), jp, "connect");
-		if (cf_keys(cx, sub, conn, ckeys) == -1 ||
-		    cf_bool(cx, sub, conn, "enabled", &rt->rt_connect) == -1 ||
-		    cf_bool(cx, sub, conn, "intercept", &rt->rt_intercept) ==
-			-1)
-			return -1;
-		if (rt->rt_intercept)
-			return cf_err(cx, sub,
-			    "intercept: not supported by this version");
-	}
+	cf_sub(sub, sizeof(sub), jp, "connect");
+	if (load_connect(cx, sub, conn, rt) == -1)
+		return -1;
 	return cf_load_upstream(cx, jp, it, &rt->rt_up);
 }
 

@@ -232,7 +232,8 @@ cf_load_upstream(struct cfctx *cx, const char *rjp, const cJSON *r,
     struct upstream_conf *uc)
 {
 	static const char *const keys[] = { "url", "ca_file", "pin_sha256",
-		"allow_private", "allow_plaintext", "headers", NULL };
+		"allow_private", "allow_plaintext", "headers", "strip_token",
+		NULL };
 	const cJSON *up = cJSON_GetObjectItemCaseSensitive(r, "upstream");
 	const char *url = NULL, *ca = NULL;
 	char jp[96], sub[128];
@@ -245,7 +246,8 @@ cf_load_upstream(struct cfctx *cx, const char *rjp, const cJSON *r,
 	    cf_str(cx, jp, up, "ca_file", 0, &ca) == -1 ||
 	    cf_bool(cx, jp, up, "allow_private", &uc->uc_allow_private) == -1 ||
 	    cf_bool(cx, jp, up, "allow_plaintext", &uc->uc_allow_plaintext) ==
-		-1)
+		-1 ||
+	    cf_bool(cx, jp, up, "strip_token", &uc->uc_strip_token) == -1)
 		return -1;
 	cf_sub(sub, sizeof(sub), jp, "url");
 	if (load_upstream_url(cx, sub, url, uc) == -1 ||

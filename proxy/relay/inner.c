@@ -161,6 +161,17 @@ icpt_tls_start(struct conn *c)
 	}
 	/* The filter owns the socket bufferevent from here on. */
 	c->cn_bev = fb;
+	/*
+	 * The filter encrypts what is added to its output from the output's
+	 * callback, at once unless deferred: deferred, the bytes added in one
+	 * loop pass go out in as few records as they fill, and the relay's
+	 * checks (a buffer grows by what was moved into it) hold.
+	 */
+	if (evbuffer_defer_callbacks(bufferevent_get_output(fb),
+		env->pe_base) == -1) {
+		conn_close(c, REASON_INTERNAL_ERROR);
+		return;
+	}
 	it->it_tls = 1;
 	bufferevent_openssl_set_allow_dirty_shutdown(fb, 1);
 	bufferevent_set_max_single_read(fb, CONN_IO_MAX);
