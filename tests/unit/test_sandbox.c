@@ -6,10 +6,15 @@
  * shape the receiver must refuse without leaking a descriptor.
  */
 #include <sys/types.h>
+#include <sys/personality.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include <dirent.h>
+#include <errno.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -280,6 +285,116 @@ test_forward(void **state)
 	assert_int_equal(sandbox_nforwarded, 7);
 }
 
+/* ---- seccomp (in a child: the filter cannot be unloaded) ---- */
+
+/* A syscall's result as "ok" (>= 0) or its errno; closes an fd. */
+static int
+res(long r)
+{
+	if (r >= 0) {
+		if (r > 2 && r < 1024)
+			close((int)r);
+		return 0;
+	}
+	return errno;
+}
+
+struct sc_case {
+	const char *what;
+	int want; /* 0: allowed, else the errno */
+	long nr, a0, a1, a2;
+};
+
+static const struct sc_case sc_cases[] = {
+	{ "tcp socket", 0, SYS_socket, AF_INET, SOCK_STREAM, 0 },
+	{ "udp6 socket", 0, SYS_socket, AF_INET6, SOCK_DGRAM, 0 },
+	{ "unix socket", 0, SYS_socket, AF_UNIX, SOCK_STREAM, 0 },
+	{ "netlink route", 0, SYS_socket, AF_NETLINK, SOCK_RAW, 0 },
+	{ "netlink audit", EPERM, SYS_socket, AF_NETLINK, SOCK_RAW, 9 },
+	{ "raw", EPERM, SYS_socket, AF_INET, SOCK_RAW, 1 },
+	{ "raw with flags", EPERM, SYS_socket, AF_INET,
+	    SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 1 },
+	{ "raw6", EPERM, SYS_socket, AF_INET6, SOCK_RAW, 58 },
+	{ "SOCK_PACKET", EPERM, SYS_socket, AF_INET, SOCK_PACKET, 0 },
+	{ "packet", EPERM, SYS_socket, AF_PACKET, SOCK_DGRAM, 0 },
+	{ "vsock", EPERM, SYS_socket, 40, SOCK_STREAM, 0 },
+	{ "family 200", EPERM, SYS_socket, 200, SOCK_STREAM, 0 },
+	/* AF_INET with garbage in the upper half: refused, not AF_INET. */
+	{ "upper bits", EPERM, SYS_socket, (long)0x100000002LL, SOCK_STREAM,
+	    0 },
+	{ "socketpair inet", EPERM, SYS_socketpair, AF_INET, SOCK_STREAM, 0 },
+	{ "unshare", EPERM, SYS_unshare, CLONE_NEWNET, 0, 0 },
+	{ "setns", EPERM, SYS_setns, 0, 0, 0 },
+	{ "mount", EPERM, SYS_mount, 0, 0, 0 },
+	{ "umount2", EPERM, SYS_umount2, 0, 0, 0 },
+	{ "pivot_root", EPERM, SYS_pivot_root, 0, 0, 0 },
+	{ "open_tree", EPERM, SYS_open_tree, -1, 0, 0 },
+	{ "ptrace", EPERM, SYS_ptrace, 0, 0, 0 },
+	{ "bpf", EPERM, SYS_bpf, 0, 0, 0 },
+	{ "perf_event_open", EPERM, SYS_perf_event_open, 0, 0, 0 },
+	{ "keyctl", EPERM, SYS_keyctl, 0, 0, 0 },
+	{ "add_key", EPERM, SYS_add_key, 0, 0, 0 },
+	{ "request_key", EPERM, SYS_request_key, 0, 0, 0 },
+	{ "userfaultfd", EPERM, SYS_userfaultfd, 0, 0, 0 },
+	{ "io_uring_setup", EPERM, SYS_io_uring_setup, 1, 0, 0 },
+	{ "clone3", ENOSYS, SYS_clone3, 0, 0, 0 },
+	{ "clone newuser", EPERM, SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0 },
+	{ "personality query", 0, SYS_personality, 0xffffffffL, 0, 0 },
+	{ "personality linux32", EPERM, SYS_personality, PER_LINUX32, 0, 0 },
+	{ "personality no-aslr", EPERM, SYS_personality, ADDR_NO_RANDOMIZE, 0,
+	    0 },
+	{ "personality top bit", EPERM, SYS_personality, 0x80000000L, 0, 0 },
+	{ "personality 0xfffffffe", EPERM, SYS_personality, 0xfffffffeL, 0, 0 },
+	{ "personality upper half", EPERM, SYS_personality, (long)0x100000000LL,
+	    0, 0 },
+};
+
+static void
+test_seccomp(void **state)
+{
+	int p[2], st;
+	char why[160], msg[200];
+	ssize_t n;
+	pid_t pid;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(pipe(p), 0);
+	if ((pid = fork()) == 0) {
+		close(p[0]);
+		/* As root the raw socket would be allowed without the
+		 * filter: it is the filter that refuses it. */
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1 ||
+		    sandbox_seccomp(SANDBOX_SECCOMP_NETLINK_ROUTE, why,
+			sizeof(why)) == -1) {
+			(void)!write(p[1], why, strlen(why));
+			_exit(1);
+		}
+		for (i = 0; i < SL_NELEM(sc_cases); i++) {
+			const struct sc_case *c = &sc_cases[i];
+			int got =
+			    res(syscall(c->nr, c->a0, c->a1, c->a2, 0, 0));
+
+			if (got != c->want) {
+				n = snprintf(msg, sizeof(msg),
+				    "%s: got %s, want %s", c->what,
+				    got ? strerror(got) : "ok",
+				    c->want ? strerror(c->want) : "ok");
+				(void)!write(p[1], msg, (size_t)n);
+				_exit(1);
+			}
+		}
+		_exit(0);
+	}
+	close(p[1]);
+	n = read(p[0], msg, sizeof(msg) - 1);
+	close(p[0]);
+	msg[n > 0 ? n : 0] = '\0';
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		fail_msg("seccomp: %s (status 0x%x)", msg, st);
+}
+
 /* ---- fd passing ---- */
 
 static size_t
@@ -471,6 +586,7 @@ main(void)
 		cmocka_unit_test(test_exit_code),
 		cmocka_unit_test(test_wait),
 		cmocka_unit_test(test_forward),
+		cmocka_unit_test(test_seccomp),
 		cmocka_unit_test(test_fdpass_roundtrip),
 		cmocka_unit_test(test_fdpass_shapes),
 		cmocka_unit_test(test_fdpass_raw),
