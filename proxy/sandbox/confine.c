@@ -124,6 +124,20 @@ static const unsigned long clone_new[] = {
 
 static const uint64_t ip_families[] = { AF_INET, AF_INET6 };
 
+/* An argument comparison (the SCMP_A* macros leave datum_b to C's
+ * implicit zero, which clang's -Wmissing-field-initializers refuses). */
+static struct scmp_arg_cmp
+cmp(unsigned arg, enum scmp_compare op, uint64_t a, uint64_t b)
+{
+	struct scmp_arg_cmp c;
+
+	c.arg = arg;
+	c.op = op;
+	c.datum_a = a;
+	c.datum_b = b;
+	return c;
+}
+
 #define SECCOMP_FAMILIES 64 /* families below this are listed one by one */
 
 static int
@@ -150,7 +164,7 @@ seccomp_rules(scmp_filter_ctx ctx, unsigned flags, const char **what)
 	*what = "clone";
 	for (i = 0; i < SL_NELEM(clone_new); i++)
 		if ((r = seccomp_rule_add(ctx, eperm, SCMP_SYS(clone), 1,
-			 SCMP_A0(SCMP_CMP_MASKED_EQ, clone_new[i],
+			 cmp(0, SCMP_CMP_MASKED_EQ, clone_new[i],
 			     clone_new[i]))) < 0)
 			return r;
 
@@ -168,30 +182,30 @@ seccomp_rules(scmp_filter_ctx ctx, unsigned flags, const char **what)
 		if (fam == AF_NETLINK &&
 		    (flags & SANDBOX_SECCOMP_NETLINK_ROUTE))
 			r = seccomp_rule_add(ctx, eperm, SCMP_SYS(socket), 2,
-			    SCMP_A0(SCMP_CMP_EQ, fam),
-			    SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE));
+			    cmp(0, SCMP_CMP_EQ, fam, 0),
+			    cmp(2, SCMP_CMP_NE, NETLINK_ROUTE, 0));
 		else
 			r = seccomp_rule_add(ctx, eperm, SCMP_SYS(socket), 1,
-			    SCMP_A0(SCMP_CMP_EQ, fam));
+			    cmp(0, SCMP_CMP_EQ, fam, 0));
 		if (r < 0)
 			return r;
 	}
 	if ((r = seccomp_rule_add(ctx, eperm, SCMP_SYS(socket), 1,
-		 SCMP_A0(SCMP_CMP_GE, SECCOMP_FAMILIES))) < 0)
+		 cmp(0, SCMP_CMP_GE, SECCOMP_FAMILIES, 0))) < 0)
 		return r;
 	/* Raw and packet sockets of the IP families (type & 0xf; netlink
 	 * sockets are SOCK_RAW by nature, unix ones take it as datagram). */
 	for (i = 0; i < SL_NELEM(ip_families); i++)
 		if ((r = seccomp_rule_add(ctx, eperm, SCMP_SYS(socket), 2,
-			 SCMP_A0(SCMP_CMP_EQ, ip_families[i]),
-			 SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_RAW))) < 0 ||
+			 cmp(0, SCMP_CMP_EQ, ip_families[i], 0),
+			 cmp(1, SCMP_CMP_MASKED_EQ, 0xf, SOCK_RAW))) < 0 ||
 		    (r = seccomp_rule_add(ctx, eperm, SCMP_SYS(socket), 2,
-			 SCMP_A0(SCMP_CMP_EQ, ip_families[i]),
-			 SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_PACKET))) < 0)
+			 cmp(0, SCMP_CMP_EQ, ip_families[i], 0),
+			 cmp(1, SCMP_CMP_MASKED_EQ, 0xf, SOCK_PACKET))) < 0)
 			return r;
 	*what = "socketpair";
 	if ((r = seccomp_rule_add(ctx, eperm, SCMP_SYS(socketpair), 1,
-		 SCMP_A0(SCMP_CMP_NE, AF_UNIX))) < 0)
+		 cmp(0, SCMP_CMP_NE, AF_UNIX, 0))) < 0)
 		return r;
 
 	/*
@@ -201,14 +215,14 @@ seccomp_rules(scmp_filter_ctx ctx, unsigned flags, const char **what)
 	 */
 	*what = "personality";
 	if ((r = seccomp_rule_add(ctx, eperm, SCMP_SYS(personality), 1,
-		 SCMP_A0(SCMP_CMP_GT, PER_QUERY))) < 0)
+		 cmp(0, SCMP_CMP_GT, PER_QUERY, 0))) < 0)
 		return r;
 	for (b = 0; b < 31; b++) {
 		m = 0xffffffff80000000ULL | (1ULL << b);
 		if ((r = seccomp_rule_add(ctx, eperm, SCMP_SYS(personality), 1,
-			 SCMP_A0(SCMP_CMP_MASKED_EQ, m, 1ULL << b))) < 0 ||
+			 cmp(0, SCMP_CMP_MASKED_EQ, m, 1ULL << b))) < 0 ||
 		    (r = seccomp_rule_add(ctx, eperm, SCMP_SYS(personality), 1,
-			 SCMP_A0(SCMP_CMP_MASKED_EQ, m, 0x80000000ULL))) < 0)
+			 cmp(0, SCMP_CMP_MASKED_EQ, m, 0x80000000ULL))) < 0)
 			return r;
 	}
 	return 0;
