@@ -9,6 +9,7 @@
  */
 #include <sys/types.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -239,6 +240,7 @@ child_main(const struct sandbox_spec *sp, int sock)
 	int fds[FDPASS_MAX_FDS];
 	char why[SB_ERR_LEN];
 	uint32_t count = (uint32_t)sp->sp_nlisten;
+	pid_t parent = getppid();
 	size_t i;
 	int ruleset = -1, r, saved;
 
@@ -270,8 +272,18 @@ child_main(const struct sandbox_spec *sp, int sock)
 		_exit(SANDBOX_EXIT_SETUP); /* the parent gave up */
 	if (r != 0)
 		child_fail(sock, why, SANDBOX_EXIT_SETUP);
-	if (sandbox_set_user(sp->sp_uid, sp->sp_gid, why, sizeof(why)) == -1 ||
-	    sandbox_drop_caps(why, sizeof(why)) == -1 ||
+	if (sandbox_set_user(sp->sp_uid, sp->sp_gid, why, sizeof(why)) == -1)
+		child_fail(sock, why, SANDBOX_EXIT_SETUP);
+	/*
+	 * The command dies with the thread that started it (set after the
+	 * identity change, which clears it); a parent already gone is seen
+	 * as a new parent pid.
+	 */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) == -1 ||
+	    getppid() != parent)
+		child_fail(sock, "parent death signal: the parent is gone",
+		    SANDBOX_EXIT_SETUP);
+	if (sandbox_drop_caps(why, sizeof(why)) == -1 ||
 	    sandbox_no_new_privs(why, sizeof(why)) == -1 ||
 	    (ruleset != -1 &&
 		sandbox_landlock_apply(ruleset, why, sizeof(why)) == -1) ||

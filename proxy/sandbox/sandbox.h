@@ -135,7 +135,9 @@ int sandbox_set_user(uid_t uid, gid_t gid, char *why, size_t whylen);
  * sends the sockets back. The caller serves them from its own namespace,
  * then calls sandbox_go: the child drops everything (sandbox_set_user,
  * sandbox_drop_caps, sandbox_no_new_privs, Landlock, sandbox_seccomp) and
- * execs the command, or reports why it could not.
+ * execs the command, or reports why it could not. The command gets
+ * SIGKILL when the thread that called sandbox_start exits
+ * (PR_SET_PDEATHSIG), so it never outlives sluice.
  */
 
 /* A socket to plant inside the sandbox: an IPv4 address on lo. */

@@ -225,6 +225,40 @@ class SandboxCase(unittest.TestCase):
             self.assertEqual(p.returncode, 127)
             self.assertIn("exec /nonexistent/cmd: No such file", p.stderr)
 
+    def sleeping_child(self, proc):
+        """The pid of the sandboxed sleep once it runs, else None."""
+        def read(path):
+            try:
+                with open(path) as f:
+                    return f.read()
+            except OSError:
+                return ""
+
+        def find():
+            for k in read("/proc/%d/task/%d/children" %
+                          (proc.pid, proc.pid)).split():
+                if read("/proc/%s/comm" % k).strip() == "sleep":
+                    return int(k)
+            return None
+        return base.wait_until(find, base.ENV.slow(10))
+
+    def test_dies_with_parent(self):
+        """SIGKILL to the parent (nothing to forward) still ends the
+        command: the parent death signal."""
+        proc = base.Proc([TOOL, "--", "sleep", "60"], "orphan", self.tmp)
+        kid = self.sleeping_child(proc)
+        self.assertIsNotNone(kid)
+        proc.signal(signal.SIGKILL)
+        proc.wait(base.ENV.slow(10))
+
+        def gone():
+            try:
+                with open("/proc/%d/comm" % kid) as f:
+                    return f.read().strip() != "sleep"
+            except OSError:
+                return True
+        self.assertTrue(base.wait_until(gone, base.ENV.slow(5)))
+
     def test_sigterm_forwarded(self):
         proc = base.Proc([TOOL, "--", "sleep", "60"], "sleep", self.tmp)
 
