@@ -140,6 +140,29 @@ cmp(unsigned arg, enum scmp_compare op, uint64_t a, uint64_t b)
 
 #define SECCOMP_FAMILIES 64 /* families below this are listed one by one */
 
+/*
+ * EPERM for socket(2) with a family in [lo, hi]: the range cut into
+ * aligned power-of-two blocks, one masked comparison on all 64 bits each
+ * (far fewer rules, and a faster filter to build, than one per value).
+ */
+static int
+deny_range(scmp_filter_ctx ctx, int sys, uint64_t lo, uint64_t hi)
+{
+	uint64_t size;
+	int r;
+
+	while (lo <= hi) {
+		size = 1;
+		while ((lo & (size * 2 - 1)) == 0 && lo + size * 2 - 1 <= hi)
+			size *= 2;
+		if ((r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), sys, 1,
+			 cmp(0, SCMP_CMP_MASKED_EQ, ~(size - 1), lo))) < 0)
+			return r;
+		lo += size;
+	}
+	return 0;
+}
+
 static int
 seccomp_rules(scmp_filter_ctx ctx, unsigned flags, const char **what)
 {
@@ -147,7 +170,7 @@ seccomp_rules(scmp_filter_ctx ctx, unsigned flags, const char **what)
 	int sys, r;
 	size_t i;
 	unsigned b;
-	uint64_t fam, m;
+	uint64_t m;
 
 	for (i = 0; i < SL_NELEM(deny_always); i++) {
 		*what = deny_always[i];
@@ -173,23 +196,26 @@ seccomp_rules(scmp_filter_ctx ctx, unsigned flags, const char **what)
 	 * bits of the argument, so garbage in the upper half (which the
 	 * kernel ignores) can only make a call refused, never let one by.
 	 * libseccomp takes one comparison per argument in a rule, so the
-	 * refused families are listed rather than given as ranges.
+	 * refused ranges are cut into blocks (deny_range).
 	 */
 	*what = "socket";
-	for (fam = 0; fam < SECCOMP_FAMILIES; fam++) {
-		if (fam == AF_UNIX || fam == AF_INET || fam == AF_INET6)
-			continue;
-		if (fam == AF_NETLINK &&
-		    (flags & SANDBOX_SECCOMP_NETLINK_ROUTE))
-			r = seccomp_rule_add(ctx, eperm, SCMP_SYS(socket), 2,
-			    cmp(0, SCMP_CMP_EQ, fam, 0),
-			    cmp(2, SCMP_CMP_NE, NETLINK_ROUTE, 0));
-		else
-			r = seccomp_rule_add(ctx, eperm, SCMP_SYS(socket), 1,
-			    cmp(0, SCMP_CMP_EQ, fam, 0));
-		if (r < 0)
-			return r;
-	}
+	if ((r = deny_range(ctx, SCMP_SYS(socket), 0, AF_UNIX - 1)) < 0 ||
+	    (r = deny_range(ctx, SCMP_SYS(socket), AF_INET + 1, AF_INET6 - 1)) <
+		0 ||
+	    (r = deny_range(ctx, SCMP_SYS(socket), AF_INET6 + 1,
+		 AF_NETLINK - 1)) < 0 ||
+	    (r = deny_range(ctx, SCMP_SYS(socket), AF_NETLINK + 1,
+		 SECCOMP_FAMILIES - 1)) < 0)
+		return r;
+	if (flags & SANDBOX_SECCOMP_NETLINK_ROUTE)
+		r = seccomp_rule_add(ctx, eperm, SCMP_SYS(socket), 2,
+		    cmp(0, SCMP_CMP_EQ, AF_NETLINK, 0),
+		    cmp(2, SCMP_CMP_NE, NETLINK_ROUTE, 0));
+	else
+		r = seccomp_rule_add(ctx, eperm, SCMP_SYS(socket), 1,
+		    cmp(0, SCMP_CMP_EQ, AF_NETLINK, 0));
+	if (r < 0)
+		return r;
 	if ((r = seccomp_rule_add(ctx, eperm, SCMP_SYS(socket), 1,
 		 cmp(0, SCMP_CMP_GE, SECCOMP_FAMILIES, 0))) < 0)
 		return r;
