@@ -25,11 +25,11 @@ enum ours {
 	O_HTTP_PROXY,
 	O_HTTPS_PROXY,
 	O_ALL_PROXY,
-	O_http_proxy,
-	O_https_proxy,
-	O_all_proxy,
+	O_LC_HTTP_PROXY,
+	O_LC_HTTPS_PROXY,
+	O_LC_ALL_PROXY,
 	O_NO_PROXY,
-	O_no_proxy,
+	O_LC_NO_PROXY,
 	O_NODE_USE_ENV_PROXY,
 	O_SSL_CERT_FILE,
 	O_CURL_CA_BUNDLE,
@@ -183,13 +183,44 @@ sandbox_env_free(struct sandbox_env *ev)
 	memset(ev, 0, sizeof(*ev));
 }
 
+/* The parent's variables CMD keeps, into ev; -1 when out of memory. */
+static int
+copy_parent(const struct sandbox_env_spec *es, size_t nparent,
+    const char *const val[O__COUNT], struct sandbox_env *ev)
+{
+	size_t i, n;
+
+	for (i = 0; i < nparent; i++) {
+		const char *kv = es->es_environ[i];
+
+		if ((n = name_len(kv)) == 0)
+			continue;
+		if (set_by_us(kv, n, val))
+			continue;
+		if (es->es_clean &&
+		    !name_in(kv, n, keep_clean, SL_NELEM(keep_clean)))
+			continue;
+		if (is_secret(kv + n + 1, es->es_secrets, es->es_nsecrets)) {
+			if ((ev->ev_removed[ev->ev_nremoved] =
+				    strndup(kv, n)) == NULL)
+				return -1;
+			ev->ev_nremoved++;
+			continue;
+		}
+		if ((ev->ev_env[ev->ev_n] = strdup(kv)) == NULL)
+			return -1;
+		ev->ev_n++;
+	}
+	return 0;
+}
+
 int
 sandbox_env_build(const struct sandbox_env_spec *es, struct sandbox_env *ev,
     char *why, size_t whylen)
 {
 	const char *val[O__COUNT];
 	char *proxy = NULL;
-	size_t nparent = 0, i, n, plen;
+	size_t nparent = 0, plen;
 	int o;
 
 	memset(ev, 0, sizeof(*ev));
@@ -219,9 +250,9 @@ sandbox_env_build(const struct sandbox_env_spec *es, struct sandbox_env *ev,
 	snprintf(proxy, plen, "http://run:%s@%s", es->es_token, es->es_proxy);
 
 	memset(val, 0, sizeof(val));
-	for (o = O_HTTP_PROXY; o <= O_all_proxy; o++)
+	for (o = O_HTTP_PROXY; o <= O_LC_ALL_PROXY; o++)
 		val[o] = proxy;
-	val[O_NO_PROXY] = val[O_no_proxy] = NO_PROXY_LIST;
+	val[O_NO_PROXY] = val[O_LC_NO_PROXY] = NO_PROXY_LIST;
 	val[O_NODE_USE_ENV_PROXY] = "1";
 	for (o = O_SSL_CERT_FILE; o <= O_PIP_CERT; o++)
 		val[o] = es->es_ca_bundle;
@@ -243,27 +274,8 @@ sandbox_env_build(const struct sandbox_env_spec *es, struct sandbox_env *ev,
 		NULL ||
 	    (ev->ev_removed = calloc(nparent + 1, sizeof(char *))) == NULL)
 		goto nomem;
-	for (i = 0; i < nparent; i++) {
-		const char *kv = es->es_environ[i];
-
-		if ((n = name_len(kv)) == 0)
-			continue;
-		if (set_by_us(kv, n, val))
-			continue;
-		if (es->es_clean &&
-		    !name_in(kv, n, keep_clean, SL_NELEM(keep_clean)))
-			continue;
-		if (is_secret(kv + n + 1, es->es_secrets, es->es_nsecrets)) {
-			if ((ev->ev_removed[ev->ev_nremoved] =
-				    strndup(kv, n)) == NULL)
-				goto nomem;
-			ev->ev_nremoved++;
-			continue;
-		}
-		if ((ev->ev_env[ev->ev_n] = strdup(kv)) == NULL)
-			goto nomem;
-		ev->ev_n++;
-	}
+	if (copy_parent(es, nparent, val, ev) == -1)
+		goto nomem;
 	for (o = 0; o < O__COUNT; o++) {
 		if (val[o] == NULL)
 			continue;

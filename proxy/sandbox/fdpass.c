@@ -88,6 +88,56 @@ close_all(int *fds, size_t n)
 		close(fds[i]);
 }
 
+/*
+ * The shape of a received message (n bytes, ngot descriptors in ncmsg
+ * control messages) against the kinds accepted: the kind's index, or -1
+ * with why set.
+ */
+static int
+check_shape(const struct fdpass_hdr *h, size_t n, size_t ngot, size_t ncmsg,
+    const struct fdpass_kind *kinds, size_t nkinds, char *why, size_t whylen)
+{
+	size_t k, len;
+
+	if (n < sizeof(*h)) {
+		snprintf(why, whylen,
+		    "fdpass: short message (%zu bytes, "
+		    "header is %zu)",
+		    n, sizeof(*h));
+		return -1;
+	}
+	if (h->fh_magic != FDPASS_MAGIC) {
+		snprintf(why, whylen, "fdpass: bad magic 0x%08x", h->fh_magic);
+		return -1;
+	}
+	for (k = 0; k < nkinds; k++)
+		if (kinds[k].fk_type == h->fh_type)
+			break;
+	if (k == nkinds) {
+		snprintf(why, whylen, "fdpass: unexpected message type %u",
+		    h->fh_type);
+		return -1;
+	}
+	len = n - sizeof(*h);
+	if (h->fh_len != len || len != kinds[k].fk_len) {
+		snprintf(why, whylen,
+		    "fdpass: message type %u: %zu payload "
+		    "bytes (header says %u), want %zu",
+		    h->fh_type, len, h->fh_len, kinds[k].fk_len);
+		return -1;
+	}
+	if (ncmsg > (ngot > 0 ? 1u : 0u) || h->fh_nfds != ngot ||
+	    ngot != kinds[k].fk_nfds) {
+		snprintf(why, whylen,
+		    "fdpass: message type %u: %zu "
+		    "descriptors in %zu control messages (header says %u), "
+		    "want %zu",
+		    h->fh_type, ngot, ncmsg, h->fh_nfds, kinds[k].fk_nfds);
+		return -1;
+	}
+	return (int)k;
+}
+
 int
 fdpass_recv(int sock, const struct fdpass_kind *kinds, size_t nkinds, void *buf,
     size_t cap, int *fds, size_t maxfds, char *why, size_t whylen)
@@ -103,6 +153,7 @@ fdpass_recv(int sock, const struct fdpass_kind *kinds, size_t nkinds, void *buf,
 	struct cmsghdr *c;
 	size_t ngot = 0, ncmsg = 0, k, n, len;
 	ssize_t r;
+	int ki;
 
 	iov.iov_base = &in;
 	iov.iov_len = sizeof(in);
@@ -137,43 +188,11 @@ fdpass_recv(int sock, const struct fdpass_kind *kinds, size_t nkinds, void *buf,
 		    msg.msg_flags & MSG_CTRUNC ? "descriptors" : "bytes");
 		goto bad;
 	}
-	if ((size_t)r < sizeof(in.h)) {
-		snprintf(why, whylen,
-		    "fdpass: short message (%zd bytes, "
-		    "header is %zu)",
-		    r, sizeof(in.h));
+	if ((ki = check_shape(&in.h, (size_t)r, ngot, ncmsg, kinds, nkinds, why,
+		 whylen)) == -1)
 		goto bad;
-	}
-	if (in.h.fh_magic != FDPASS_MAGIC) {
-		snprintf(why, whylen, "fdpass: bad magic 0x%08x",
-		    in.h.fh_magic);
-		goto bad;
-	}
-	for (k = 0; k < nkinds; k++)
-		if (kinds[k].fk_type == in.h.fh_type)
-			break;
-	if (k == nkinds) {
-		snprintf(why, whylen, "fdpass: unexpected message type %u",
-		    in.h.fh_type);
-		goto bad;
-	}
+	k = (size_t)ki;
 	len = (size_t)r - sizeof(in.h);
-	if (in.h.fh_len != len || len != kinds[k].fk_len) {
-		snprintf(why, whylen,
-		    "fdpass: message type %u: %zu payload "
-		    "bytes (header says %u), want %zu",
-		    in.h.fh_type, len, in.h.fh_len, kinds[k].fk_len);
-		goto bad;
-	}
-	if (ncmsg > (ngot > 0 ? 1u : 0u) || in.h.fh_nfds != ngot ||
-	    ngot != kinds[k].fk_nfds) {
-		snprintf(why, whylen,
-		    "fdpass: message type %u: %zu "
-		    "descriptors in %zu control messages (header says %u), "
-		    "want %zu",
-		    in.h.fh_type, ngot, ncmsg, in.h.fh_nfds, kinds[k].fk_nfds);
-		goto bad;
-	}
 	if (len > cap || ngot > maxfds) {
 		snprintf(why, whylen,
 		    "fdpass: message type %u does not fit "

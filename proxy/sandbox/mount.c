@@ -136,7 +136,7 @@ hide(const char *path, char *why, size_t whylen)
 }
 
 int
-sandbox_mount_wall(const char *const *paths, size_t n, const char *resolv,
+sandbox_mount_wall(const char *const *hidden, size_t nhide, const char *resolv,
     char *why, size_t whylen)
 {
 	size_t i;
@@ -149,8 +149,8 @@ sandbox_mount_wall(const char *const *paths, size_t n, const char *resolv,
 	}
 	if (resolv != NULL && put_resolv(resolv, why, whylen) == -1)
 		return -1;
-	for (i = 0; i < n; i++)
-		if (hide(paths[i], why, whylen) == -1)
+	for (i = 0; i < nhide; i++)
+		if (hide(hidden[i], why, whylen) == -1)
 			return -1;
 	return 0;
 }

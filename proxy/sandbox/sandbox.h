@@ -114,10 +114,10 @@ int sandbox_landlock_apply(int ruleset, char *why, size_t whylen);
  * mount.c: the mount wall, in a mount namespace of the caller's own: all
  * propagation made private, resolv (when not NULL) bind-mounted read-only
  * over /etc/resolv.conf (skipped when that does not exist), and each of
- * hide covered: a directory by an empty read-only tmpfs, anything else by
+ * hidden covered: a directory by an empty read-only tmpfs, anything else by
  * /dev/null; a path that does not exist is skipped (nothing to hide).
  */
-int sandbox_mount_wall(const char *const *hide, size_t nhide,
+int sandbox_mount_wall(const char *const *hidden, size_t nhide,
     const char *resolv, char *why, size_t whylen);
 
 /*
