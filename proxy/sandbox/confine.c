@@ -38,24 +38,35 @@
 #define PER_QUERY 0xffffffffULL /* personality(): ask, change nothing */
 
 int
+sandbox_drop_bounding(char *why, size_t whylen)
+{
+	unsigned long cap;
+	int in;
+
+	for (cap = 0; cap < 64; cap++) {
+		if ((in = prctl(PR_CAPBSET_READ, cap, 0, 0, 0)) == -1)
+			break; /* EINVAL: past the kernel's last capability */
+		if (in == 0)
+			continue; /* gone already: dropping needs CAP_SETPCAP */
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == -1) {
+			snprintf(why, whylen,
+			    "capabilities: drop %lu from "
+			    "the bounding set: %s",
+			    cap, strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int
 sandbox_drop_caps(char *why, size_t whylen)
 {
 	struct __user_cap_header_struct h;
 	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
-	unsigned long cap;
 
-	/* Bounding set first: dropping it needs CAP_SETPCAP, still held. */
-	for (cap = 0; cap < 64; cap++) {
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0)
-			continue;
-		if (errno == EINVAL)
-			break; /* past the kernel's last capability */
-		snprintf(why, whylen,
-		    "capabilities: drop %lu from the "
-		    "bounding set: %s",
-		    cap, strerror(errno));
+	if (sandbox_drop_bounding(why, whylen) == -1)
 		return -1;
-	}
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == -1 &&
 	    errno != EINVAL) {
 		snprintf(why, whylen, "capabilities: clear ambient: %s",

@@ -272,7 +272,8 @@ child_main(const struct sandbox_spec *sp, int sock)
 		_exit(SANDBOX_EXIT_SETUP); /* the parent gave up */
 	if (r != 0)
 		child_fail(sock, why, SANDBOX_EXIT_SETUP);
-	if (sandbox_set_user(sp->sp_uid, sp->sp_gid, why, sizeof(why)) == -1)
+	if (sandbox_drop_bounding(why, sizeof(why)) == -1 ||
+	    sandbox_set_user(sp->sp_uid, sp->sp_gid, why, sizeof(why)) == -1)
 		child_fail(sock, why, SANDBOX_EXIT_SETUP);
 	/*
 	 * The command dies with the thread that started it (set after the

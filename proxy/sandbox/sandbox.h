@@ -75,6 +75,12 @@ int fdpass_recv(int sock, const struct fdpass_kind *kinds, size_t nkinds,
 /* Options for the seccomp filter (sandbox_seccomp). */
 #define SANDBOX_SECCOMP_NETLINK_ROUTE 0x1 /* allow AF_NETLINK/NETLINK_ROUTE */
 
+/*
+ * Empty the bounding set (needs CAP_SETPCAP for what is still in it; what
+ * is gone already is skipped). Run it before sandbox_set_user: the
+ * identity change takes CAP_SETPCAP away.
+ */
+int sandbox_drop_bounding(char *why, size_t whylen);
 /* Drop every capability: bounding set, ambient, then all three sets. */
 int sandbox_drop_caps(char *why, size_t whylen);
 /* PR_SET_NO_NEW_PRIVS. */
@@ -133,10 +139,10 @@ int sandbox_set_user(uid_t uid, gid_t gid, char *why, size_t whylen);
  * creates the listening sockets asked for (inside the new namespace, where
  * nothing but lo exists), builds the mount wall, prepares Landlock, and
  * sends the sockets back. The caller serves them from its own namespace,
- * then calls sandbox_go: the child drops everything (sandbox_set_user,
- * sandbox_drop_caps, sandbox_no_new_privs, Landlock, sandbox_seccomp) and
- * execs the command, or reports why it could not. The command gets
- * SIGKILL when the thread that called sandbox_start exits
+ * then calls sandbox_go: the child drops everything (sandbox_drop_bounding,
+ * sandbox_set_user, sandbox_drop_caps, sandbox_no_new_privs, Landlock,
+ * sandbox_seccomp) and execs the command, or reports why it could not. The
+ * command gets SIGKILL when the thread that called sandbox_start exits
  * (PR_SET_PDEATHSIG), so it never outlives sluice.
  */
 

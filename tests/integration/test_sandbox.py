@@ -225,6 +225,23 @@ class SandboxCase(unittest.TestCase):
             self.assertEqual(p.returncode, 127)
             self.assertIn("exec /nonexistent/cmd: No such file", p.stderr)
 
+    def test_user(self):
+        """Root may run the command as another uid/gid (groups: that gid
+        alone); an unprivileged caller may not."""
+        p = self.run_tool(["--user", "%d:%d" % (NOBODY, NOBODY)],
+                          ["sh", "-c", "id -u; id -g; id -G; "
+                           "grep -E '^(Uid|Gid|CapBnd)' /proc/self/status"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        lines = p.stdout.splitlines()
+        self.assertEqual(lines[:3], [str(NOBODY)] * 3)
+        self.assertEqual(lines[3].split()[1:], [str(NOBODY)] * 4)
+        self.assertEqual(lines[5].split()[1], "0000000000000000")
+        if userns_works():
+            p = self.run_tool(["--user", "0:0"], ["true"], user=True)
+            self.assertEqual(p.returncode, 125)
+            self.assertIn("only root may run the command as another user",
+                          p.stderr)
+
     def sleeping_child(self, proc):
         """The pid of the sandboxed sleep once it runs, else None."""
         def read(path):
