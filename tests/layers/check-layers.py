@@ -22,6 +22,7 @@ ALLOWED = {
     "util": set(),
     "http": {"util"},
     "dns": {"util"},
+    "sandbox": {"util"},
     "token": {"http", "util"},
     "config": {"token", "http", "util", "certs"},
     "ops": {"config", "token", "http", "util"},
@@ -29,9 +30,9 @@ ALLOWED = {
     "relay": {"policy", "ops", "config", "dns", "token", "http", "util",
               "certs"},
     "daemon": {"relay", "policy", "ops", "config", "dns", "token", "http",
-               "util", "certs", "netpolicy"},
+               "util", "certs", "netpolicy", "sandbox"},
     "cli": {"daemon", "relay", "policy", "ops", "config", "dns", "token",
-            "http", "util", "certs", "netpolicy"},
+            "http", "util", "certs", "netpolicy", "sandbox"},
     "netpolicy": set(),
     "certs": set(),
 }
@@ -53,6 +54,7 @@ def below(name):
 HEADERS = {n: f"proxy/{n}/{n}.h" for n in ALLOWED}
 HEADERS.update({"http": "proxy/http/http1.h", "dns": "proxy/dns/resolve.h",
                 "token": "proxy/token/token.h",
+                "sandbox": "proxy/sandbox/sandbox.h",
                 "netpolicy": "netpolicy/netpolicy.h",
                 "certs": "certs/certs.h"})
 FOLDERS = {n: f"proxy/{n}/" for n in ALLOWED}
