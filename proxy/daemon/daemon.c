@@ -372,6 +372,17 @@ file_sha256(const char *path, unsigned char out[32])
  * changes; then commit. Applying the rules is the one commit step that
  * can still be refused, so it goes first; what follows cannot fail.
  */
+/* READY=1 and what is being served, after start-up and after a reload. */
+static void
+notify_serving(const char *prefix)
+{
+	notify_send("READY=1\nSTATUS=%sserving %zu listener%s, policy "
+		    "generation %llu",
+	    prefix, d_env.pe_cf->cf_nlisteners,
+	    d_env.pe_cf->cf_nlisteners == 1 ? "" : "s",
+	    (unsigned long long)d_env.pe_cf->cf_gen);
+}
+
 static void
 daemon_reload(void)
 {
@@ -384,6 +395,7 @@ daemon_reload(void)
 
 	if (d_env.pe_draining)
 		return;
+	notify_reloading();
 	snprintf(why, sizeof(why), "%s: reload failed", d_path);
 	if ((n = config_load(d_path, d_env.pe_cf, why, sizeof(why))) == NULL ||
 	    reload_compatible(d_env.pe_cf, n, why, sizeof(why)) == -1)
@@ -422,6 +434,7 @@ daemon_reload(void)
 	metrics_reload(1);
 	log_info("policy reloaded (generation %llu)",
 	    (unsigned long long)d_env.pe_cf->cf_gen);
+	notify_serving("");
 	return;
 
 refused:
@@ -435,6 +448,8 @@ refused:
 	audit_policy_event(d_env.pe_audit, "policy.reload_failed",
 	    file_sha256(d_path, sha) == 0 ? sha : NULL, why);
 	metrics_reload(0);
+	/* The old policy is still served: the manager must know it. */
+	notify_serving("reload refused; ");
 }
 
 static void
@@ -491,6 +506,8 @@ daemon_drain(void)
 		return;
 	d_env.pe_draining = 1;
 	log_info("draining %zu connections", conn_count());
+	notify_send("STOPPING=1\nSTATUS=draining %zu connections",
+	    conn_count());
 	/* New connections are refused, not queued: close the sockets. */
 	listener_close_all();
 	admin_close();
@@ -670,6 +687,7 @@ write_ready(int fd)
 
 	fprintf(stderr, "sluice: ready\n");
 	(void)fflush(stderr);
+	notify_serving("");
 	if (fd == -1)
 		return;
 	n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
@@ -772,6 +790,7 @@ run_stop(struct event **sigev, size_t n)
 	event_base_loop(d_env.pe_base, EVLOOP_NONBLOCK);
 	resolve_shutdown();
 	event_base_free(d_env.pe_base);
+	notify_close();
 	free(d_path);
 }
 
@@ -794,6 +813,9 @@ serve(const struct run_opts *op)
 	d_started = time(NULL);
 	if ((d_path = realpath(o.path, NULL)) == NULL)
 		d_path = strdup(o.path);
+	/* Before --netns (abstract names are per namespace) and the drop. */
+	if (notify_init(why, sizeof(why)) == -1)
+		log_warnx("%s (no readiness notification)", why);
 
 	if (o.netns != NULL &&
 	    np_netns_enter(o.netns, why, sizeof(why)) == -1) {
