@@ -14,6 +14,7 @@ Topology: netns sbx (sluice, curl) <-veth-> netns up (fakeup on
 import json
 import os
 import pwd
+import shutil
 import sys
 
 sys.dont_write_bytecode = True  # keep the source tree free of __pycache__
@@ -42,14 +43,32 @@ def manifest_caps():
     return [a.lower() for a in caps["add"]]
 
 
-class CappedSluice(st.Sluice):
-    """sluice run under setpriv: bounding set = caps, nothing inherited."""
+def unit_caps(unit):
+    """AmbientCapabilities= of a deploy/systemd unit, as setpriv names."""
+    path = os.path.join(st.ENV.src, "deploy", "systemd", unit)
+    with open(path) as f:
+        for line in f:
+            if line.startswith("AmbientCapabilities="):
+                return [c.strip().lower().replace("cap_", "", 1)
+                        for c in line.split("=", 1)[1].split()]
+    return []
 
-    def __init__(self, ns, path, name, tmpdir, caps):
+
+class CappedSluice(st.Sluice):
+    """sluice run under setpriv: bounding set = caps, nothing inherited;
+    with user, as that user from the start with caps ambient (what
+    systemd gives User= with AmbientCapabilities=)."""
+
+    def __init__(self, ns, path, name, tmpdir, caps, user=None):
         self.policy_path = path
         bset = "-all," + ",".join("+" + c for c in caps)
-        argv = st.ns_exec(ns, [
-            "setpriv", "--inh-caps=-all", "--ambient-caps=-all",
+        pre = ["setpriv", "--inh-caps=-all", "--ambient-caps=-all"]
+        if user is not None:
+            plus = ",".join("+" + c for c in caps)
+            pre = ["setpriv", "--reuid=%d" % user[0], "--regid=%d" % user[1],
+                   "--init-groups", "--inh-caps=-all," + plus,
+                   "--ambient-caps=-all," + plus]
+        argv = st.ns_exec(ns, pre + [
             "--bounding-set=" + bset, st.ENV.bin, "run", "-c", path])
         st.Proc.__init__(self, argv, name, tmpdir)
         self.expected_exit = None
@@ -122,6 +141,57 @@ class TestDeployCaps(st.ProxyTestCase):
         r = st.run([st.ENV.bin, "audit", "verify", doc["audit"]["path"]],
                    check=False)
         self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_user_unit_capabilities_reach_ready(self):
+        # sluice-user.service: User=, the capabilities ambient, no root.
+        caps = unit_caps("sluice-user.service")
+        self.assertEqual(sorted(caps), ["net_admin", "net_bind_service"])
+        h = self.h
+        nobody = pwd.getpwnam("nobody")
+        base = os.path.join(h.tmp, "unit")
+        os.makedirs(base, exist_ok=True)
+        os.chmod(h.tmp, 0o711)
+        # As systemd's StateDirectory=/LogsDirectory=/RuntimeDirectory=.
+        dirs = {}
+        for name in ("state", "log", "run", "etc"):
+            dirs[name] = os.path.join(base, name)
+            os.makedirs(dirs[name], exist_ok=True)
+            os.chown(dirs[name], nobody.pw_uid, nobody.pw_gid)
+            os.chmod(dirs[name], 0o700)
+        key = os.path.join(dirs["etc"], "run-token.key")
+        shutil.copyfile(h.key_file, key)
+        os.chown(key, nobody.pw_uid, nobody.pw_gid)
+        os.chmod(key, 0o600)
+        doc = h.policy("unit", [pol.reverse("rev", "127.0.0.1:80", "model")],
+                       [pol.route("model", ["model.test"],
+                                  "https://%s/base" % h.topo.v4(2),
+                                  h.ca.cert)])
+        doc["user"] = "nobody"
+        doc["netpolicy"]["mode"] = "sidecar"
+        doc["tokens"]["keys"][0]["secret_file"] = key
+        doc["tokens"].pop("revoked_file", None)
+        doc["state_dir"] = dirs["state"]
+        doc["audit"]["path"] = os.path.join(dirs["log"], "audit.jsonl")
+        doc["ready_file"] = os.path.join(dirs["run"], "ready")
+        doc["admin"]["socket"] = os.path.join(dirs["run"], "admin.sock")
+        path = os.path.join(dirs["etc"], "policy.json")
+        pol.write(path, doc)
+        os.chown(path, nobody.pw_uid, nobody.pw_gid)
+        s = CappedSluice(h.sbx, path, "sluice-unit", h.tmp, caps,
+                         user=(nobody.pw_uid, nobody.pw_gid))
+        h.sluices.append(s)
+        s.wait_ready()
+        r = h.curl(["-X", "POST", "-H", "Authorization: Bearer " + self.tok,
+                    "-d", "{}"], "http://127.0.0.1:80/v1/messages")
+        self.assertEqual(r.status, 200, r.stderr)
+        # The rules are in force: a connection of another uid is dropped.
+        r = st.run(st.ns_exec(h.sbx, [
+            "setpriv", "--reuid=1000", "--regid=1000", "--clear-groups",
+            "curl", "-sSk", "--max-time", "2", "-o", "/dev/null",
+            "https://%s/" % h.topo.v4(2)]), check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertEqual(s.stop(), 0, s.stderr()[-2000:])
+        self.assertFalse(os.path.exists(doc["ready_file"]))
 
 
 if __name__ == "__main__":
