@@ -384,13 +384,6 @@ file_sha256(const char *path, unsigned char out[32])
 	return rc;
 }
 
-/*
- * All or nothing: first prepare every part of the new policy (parse and
- * read its files, check what a reload cannot change, attach upstreams,
- * open a new audit path, render the kernel rules) while nothing in force
- * changes; then commit. Applying the rules is the one commit step that
- * can still be refused, so it goes first; what follows cannot fail.
- */
 /* READY=1 and what is being served, after start-up and after a reload. */
 static void
 notify_serving(const char *prefix)
@@ -402,6 +395,13 @@ notify_serving(const char *prefix)
 	    (unsigned long long)d_env.pe_cf->cf_gen);
 }
 
+/*
+ * All or nothing: first prepare every part of the new policy (parse and
+ * read its files, check what a reload cannot change, attach upstreams,
+ * open a new audit path, render the kernel rules) while nothing in force
+ * changes; then commit. Applying the rules is the one commit step that
+ * can still be refused, so it goes first; what follows cannot fail.
+ */
 static void
 daemon_reload(void)
 {
@@ -706,13 +706,14 @@ write_ready(int fd)
 
 	fprintf(stderr, "sluice: ready\n");
 	(void)fflush(stderr);
+	if (fd != -1) {
+		n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+		if (write(fd, buf, (size_t)n) != n)
+			log_warn("ready_file");
+		/* Kept open for ready_remove(). */
+	}
+	/* Last: a manager that sees READY=1 finds the ready file too. */
 	notify_serving("");
-	if (fd == -1)
-		return;
-	n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
-	if (write(fd, buf, (size_t)n) != n)
-		log_warn("ready_file");
-	/* Kept open for ready_remove(). */
 }
 
 /*

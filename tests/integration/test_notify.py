@@ -59,9 +59,10 @@ class TestNotify(st.ProxyTestCase):
         s, path = self.start(name, doc, notify)
         m = self.recv(sock)
         self.assertEqual(m.get("READY"), "1", m)
-        # Ready means ready: the line and the ready file are there too.
+        # Ready means ready: the ready file holds the pid, the line is out.
+        with open(doc["ready_file"]) as f:
+            self.assertEqual(f.read(), "%d\n" % s.pid)
         s.wait_ready(timeout=2)
-        self.assertTrue(os.path.exists(doc["ready_file"]))
         self.assertRegex(m.get("STATUS", ""),
                          r"^serving 1 listener, policy generation 1$")
 
