@@ -1,6 +1,8 @@
 /*
  * sluice: dispatch to a subcommand. Each command parses its own options and
- * returns an exit code (DESIGN.md "Command line").
+ * returns an exit code (docs/man/sluice.8). Help is answered here, in one
+ * style for every command: "sluice help [CMD]", "sluice CMD -h|--help"
+ * and "sluice CMD VERB -h|--help" print CMD's usage on stdout and exit 0.
  */
 #include <stdio.h>
 #include <string.h>
@@ -10,38 +12,102 @@
 struct command {
 	const char *name;
 	int (*fn)(int, char **);
-	const char *usage;
+	const char *usage; /* lines after "usage: ", each "sluice ..." */
 };
 
 static const struct command commands[] = {
 	{ "run", cmd_run,
-	    "run   -c POLICY.json [--netns NAME] [--no-netpolicy] [-v]" },
-	{ "check", cmd_check, "check -c POLICY.json" },
+	    "sluice run -c POLICY.json [--netns NAME] [--no-netpolicy] [-v]\n" },
+	{ "check", cmd_check, "sluice check -c POLICY.json\n" },
 	{ "netpolicy", cmd_netpolicy,
-	    "netpolicy apply|show|verify|flush|watch -c POLICY.json [--netns NAME]" },
+	    "sluice netpolicy apply|show|verify|flush -c POLICY.json "
+	    "[--netns NAME]\n"
+	    "sluice netpolicy watch (-c POLICY.json | --group N) "
+	    "[--netns NAME]\n" },
 	{ "token", cmd_token,
-	    "token mint --key FILE --alg HS256|EdDSA --aud AUD --sub SUB --ttl SECONDS [--kid KID] [--iss ISS] [--max-requests N] [--jti JTI] | verify -c POLICY.json [--route AUD] TOKEN|-" },
+	    "sluice token mint --key FILE --alg HS256|EdDSA --aud AUD "
+	    "--sub SUB --ttl SECONDS [--kid KID] [--iss ISS] "
+	    "[--max-requests N] [--jti JTI] [--now UNIXTIME]\n"
+	    "sluice token verify -c POLICY.json [--route AUD] TOKEN|-\n" },
 	{ "audit", cmd_audit,
-	    "audit verify [--head STATE_DIR/audit.head] FILE..." },
+	    "sluice audit verify [--head STATE_DIR/audit.head] FILE...\n"
+	    "sluice audit tail [-f] [--deny] [--sub RUN] "
+	    "[--color=auto|always|never] FILE\n"
+	    "sluice audit stats FILE...\n" },
 	{ "admin", cmd_admin,
-	    "admin [-c POLICY.json | --socket PATH] status | reload | revoke JTI..." },
+	    "sluice admin [-c POLICY.json | --socket PATH] "
+	    "status | reload | revoke JTI...\n" },
 };
+
+#define VERSION_USAGE "sluice --version\nsluice help [COMMAND]\n"
+
+/* Each line of text, the first after "usage: ", the rest aligned. */
+static void
+print_usage(FILE *f, const char *text, int *first)
+{
+	const char *nl;
+
+	while (*text != '\0') {
+		nl = strchr(text, '\n');
+		fprintf(f, "%s%.*s\n", *first ? "usage: " : "       ",
+		    (int)(nl != NULL ? nl - text : (long)strlen(text)), text);
+		*first = 0;
+		text = nl != NULL ? nl + 1 : text + strlen(text);
+	}
+}
 
 static void
 usage(FILE *f)
 {
 	size_t i;
+	int first = 1;
 
-	fprintf(f, "usage: sluice COMMAND [ARGS]\n");
 	for (i = 0; i < SL_NELEM(commands); i++)
-		fprintf(f, "       sluice %s\n", commands[i].usage);
-	fprintf(f, "       sluice --version | help\n");
+		print_usage(f, commands[i].usage, &first);
+	print_usage(f, VERSION_USAGE, &first);
+}
+
+static int
+is_help(const char *s)
+{
+	return strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0;
+}
+
+static const struct command *
+find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < SL_NELEM(commands); i++)
+		if (strcmp(name, commands[i].name) == 0)
+			return &commands[i];
+	return NULL;
+}
+
+static int
+help(int argc, char **argv)
+{
+	const struct command *c;
+	int first = 1;
+
+	if (argc < 3) {
+		usage(stdout);
+		return SL_EXIT_OK;
+	}
+	if ((c = find(argv[2])) == NULL) {
+		fprintf(stderr, "sluice: help: unknown command: %s\n", argv[2]);
+		usage(stderr);
+		return SL_EXIT_USAGE;
+	}
+	print_usage(stdout, c->usage, &first);
+	return SL_EXIT_OK;
 }
 
 int
 main(int argc, char **argv)
 {
-	size_t i;
+	const struct command *c;
+	int first = 1;
 
 	if (argc < 2) {
 		usage(stderr);
@@ -51,15 +117,18 @@ main(int argc, char **argv)
 		printf("sluice %s\n", SLUICE_VERSION);
 		return SL_EXIT_OK;
 	}
-	if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
-	    strcmp(argv[1], "-h") == 0) {
-		usage(stdout);
+	if (strcmp(argv[1], "help") == 0 || is_help(argv[1]))
+		return help(argc, argv);
+	if ((c = find(argv[1])) == NULL) {
+		fprintf(stderr, "sluice: unknown command: %s\n", argv[1]);
+		usage(stderr);
+		return SL_EXIT_USAGE;
+	}
+	/* "sluice CMD -h" and "sluice CMD VERB -h" (VERB not an option). */
+	if ((argc >= 3 && is_help(argv[2])) ||
+	    (argc >= 4 && argv[2][0] != '-' && is_help(argv[3]))) {
+		print_usage(stdout, c->usage, &first);
 		return SL_EXIT_OK;
 	}
-	for (i = 0; i < SL_NELEM(commands); i++)
-		if (strcmp(argv[1], commands[i].name) == 0)
-			return commands[i].fn(argc - 1, argv + 1);
-	fprintf(stderr, "sluice: unknown command: %s\n", argv[1]);
-	usage(stderr);
-	return SL_EXIT_USAGE;
+	return c->fn(argc - 1, argv + 1);
 }

@@ -14,7 +14,8 @@
 static int
 usage_error(const char *cmd, const char *msg)
 {
-	fprintf(stderr, "sluice %s: %s\n", cmd, msg);
+	(void)cmd;
+	fprintf(stderr, "%s\n", msg);
 	return SL_EXIT_USAGE;
 }
 

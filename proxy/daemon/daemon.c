@@ -229,15 +229,21 @@ harden:
 	return 0;
 }
 
+static int as_user(const struct config *);
+static void as_root(int);
+
 /*
  * state_dir holds budgets and revocations: private to sluice's user, mode
- * 0700, whether sluice made it or found it.
+ * 0700, whether sluice made it or found it. Root may not open (read) a
+ * directory the user owns without CAP_DAC_READ_SEARCH, nor change its
+ * mode without CAP_FOWNER: so it is held by an O_PATH descriptor, given
+ * to the user with fchownat, and its mode is set by its owner.
  */
 static int
 prepare_state_dir(const struct config *cf, char *why, size_t whylen)
 {
 	struct stat st;
-	int fd;
+	int fd, dfd, was = 0, rc = 0, err = 0;
 
 	if (mkdir(cf->cf_state_dir, 0700) == -1 && errno != EEXIST) {
 		snprintf(why, whylen, "state_dir: %s: %s", cf->cf_state_dir,
@@ -245,7 +251,7 @@ prepare_state_dir(const struct config *cf, char *why, size_t whylen)
 		return -1;
 	}
 	fd = open(cf->cf_state_dir,
-	    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	    O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd == -1 || fstat(fd, &st) == -1) {
 		snprintf(why, whylen, "state_dir: %s: %s", cf->cf_state_dir,
 		    errno == ELOOP || errno == ENOTDIR ?
@@ -255,16 +261,29 @@ prepare_state_dir(const struct config *cf, char *why, size_t whylen)
 			close(fd);
 		return -1;
 	}
-	if ((cf->cf_user != NULL && geteuid() == 0 &&
-		fchown(fd, cf->cf_uid, cf->cf_gid) == -1) ||
-	    ((st.st_mode & 077) != 0 && fchmod(fd, 0700) == -1)) {
-		snprintf(why, whylen, "state_dir: %s: %s", cf->cf_state_dir,
-		    strerror(errno));
-		close(fd);
-		return -1;
+	if ((st.st_mode & 077) != 0) {
+		if (cf->cf_user != NULL && st.st_uid == cf->cf_uid)
+			was = as_user(cf);
+		dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd == -1 || fchmod(dfd, 0700) == -1) {
+			err = errno;
+			rc = -1;
+		}
+		if (dfd != -1)
+			close(dfd);
+		as_root(was);
 	}
+	if (rc == 0 && cf->cf_user != NULL && geteuid() == 0 &&
+	    st.st_uid != cf->cf_uid &&
+	    fchownat(fd, "", cf->cf_uid, cf->cf_gid, AT_EMPTY_PATH) == -1) {
+		err = errno;
+		rc = -1;
+	}
+	if (rc == -1)
+		snprintf(why, whylen, "state_dir: %s: %s", cf->cf_state_dir,
+		    strerror(err));
 	close(fd);
-	return 0;
+	return rc;
 }
 
 /*
@@ -365,6 +384,17 @@ file_sha256(const char *path, unsigned char out[32])
 	return rc;
 }
 
+/* READY=1 and what is being served, after start-up and after a reload. */
+static void
+notify_serving(const char *prefix)
+{
+	notify_send("READY=1\nSTATUS=%sserving %zu listener%s, policy "
+		    "generation %llu",
+	    prefix, d_env.pe_cf->cf_nlisteners,
+	    d_env.pe_cf->cf_nlisteners == 1 ? "" : "s",
+	    (unsigned long long)d_env.pe_cf->cf_gen);
+}
+
 /*
  * All or nothing: first prepare every part of the new policy (parse and
  * read its files, check what a reload cannot change, attach upstreams,
@@ -384,6 +414,7 @@ daemon_reload(void)
 
 	if (d_env.pe_draining)
 		return;
+	notify_reloading();
 	snprintf(why, sizeof(why), "%s: reload failed", d_path);
 	if ((n = config_load(d_path, d_env.pe_cf, why, sizeof(why))) == NULL ||
 	    reload_compatible(d_env.pe_cf, n, why, sizeof(why)) == -1)
@@ -422,6 +453,7 @@ daemon_reload(void)
 	metrics_reload(1);
 	log_info("policy reloaded (generation %llu)",
 	    (unsigned long long)d_env.pe_cf->cf_gen);
+	notify_serving("");
 	return;
 
 refused:
@@ -435,6 +467,8 @@ refused:
 	audit_policy_event(d_env.pe_audit, "policy.reload_failed",
 	    file_sha256(d_path, sha) == 0 ? sha : NULL, why);
 	metrics_reload(0);
+	/* The old policy is still served: the manager must know it. */
+	notify_serving("reload refused; ");
 }
 
 static void
@@ -491,6 +525,8 @@ daemon_drain(void)
 		return;
 	d_env.pe_draining = 1;
 	log_info("draining %zu connections", conn_count());
+	notify_send("STOPPING=1\nSTATUS=draining %zu connections",
+	    conn_count());
 	/* New connections are refused, not queued: close the sockets. */
 	listener_close_all();
 	admin_close();
@@ -670,13 +706,97 @@ write_ready(int fd)
 
 	fprintf(stderr, "sluice: ready\n");
 	(void)fflush(stderr);
-	if (fd == -1)
-		return;
-	n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
-	if (write(fd, buf, (size_t)n) != n)
-		log_warn("ready_file");
-	/* Kept open for ready_remove(). */
+	if (fd != -1) {
+		n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+		if (write(fd, buf, (size_t)n) != n)
+			log_warn("ready_file");
+		/* Kept open for ready_remove(). */
+	}
+	/* Last: a manager that sees READY=1 finds the ready file too. */
+	notify_serving("");
 }
+
+/*
+ * Root opening files in state_dir (mode 0700, owned by `user`) or an
+ * audit log `user` owns would need CAP_DAC_OVERRIDE, which a container
+ * or unit that grants only what sluice needs does not give. So they are
+ * opened as `user` first: the effective uid and gid become the user's
+ * (the saved ones stay 0, and the effective capabilities come back with
+ * euid 0), and only when that fails, as root (a file root made, an audit
+ * directory only root may write). Returns 1 when the ids changed, 0 when
+ * there is no user to become, -1 when they could not be changed.
+ */
+static int
+as_user(const struct config *cf)
+{
+	if (cf->cf_user == NULL || geteuid() != 0)
+		return 0;
+	if (setresgid((gid_t)-1, cf->cf_gid, (gid_t)-1) == -1)
+		return -1;
+	if (setresuid((uid_t)-1, cf->cf_uid, (uid_t)-1) == -1) {
+		if (setresgid((gid_t)-1, 0, (gid_t)-1) == -1)
+			fatal("cannot return to gid 0");
+		return -1;
+	}
+	return 1;
+}
+
+static void
+as_root(int was)
+{
+	if (was != 1)
+		return;
+	if (setresuid((uid_t)-1, 0, (uid_t)-1) == -1 ||
+	    setresgid((gid_t)-1, 0, (gid_t)-1) == -1)
+		fatal("cannot return to uid 0 after opening the state");
+}
+
+static struct budget *
+state_budget(const struct config *cf, char *why, size_t whylen)
+{
+	struct budget *b;
+	int was = as_user(cf);
+
+	b = budget_open(cf->cf_state_dir, why, whylen);
+	as_root(was);
+	if (b == NULL && was == 1)
+		b = budget_open(cf->cf_state_dir, why, whylen);
+	return b;
+}
+
+static struct revocations *
+state_revocations(const struct config *cf, char *why, size_t whylen)
+{
+	struct revocations *r;
+	int was = as_user(cf);
+
+	r = revocations_open(cf->cf_state_dir, why, whylen);
+	as_root(was);
+	if (r == NULL && was == 1)
+		r = revocations_open(cf->cf_state_dir, why, whylen);
+	return r;
+}
+
+#ifndef SLUICE_BENCH_NO_AUDIT
+static struct audit *
+state_audit(const struct config *cf, char *why, size_t whylen)
+{
+	struct audit *a;
+	char first[1024];
+	int was = as_user(cf);
+
+	a = audit_open(&cf->cf_audit, cf->cf_state_dir, d_env.pe_base, why,
+	    whylen);
+	as_root(was);
+	if (a == NULL && was == 1) {
+		snprintf(first, sizeof(first), "%s", why);
+		if ((a = audit_open(&cf->cf_audit, cf->cf_state_dir,
+			 d_env.pe_base, why, whylen)) == NULL)
+			log_warnx("audit: as user %s: %s", cf->cf_user, first);
+	}
+	return a;
+}
+#endif
 
 /*
  * Start-up step 3, the state: budget, revocations, token cache and the
@@ -686,10 +806,10 @@ write_ready(int fd)
 static int
 open_state(char *why, size_t whylen)
 {
-	if ((d_env.pe_budget = budget_open(d_env.pe_cf->cf_state_dir, why,
-		 whylen)) == NULL ||
-	    (d_env.pe_revs = revocations_open(d_env.pe_cf->cf_state_dir, why,
-		 whylen)) == NULL ||
+	if ((d_env.pe_budget = state_budget(d_env.pe_cf, why, whylen)) ==
+		NULL ||
+	    (d_env.pe_revs = state_revocations(d_env.pe_cf, why, whylen)) ==
+		NULL ||
 	    (d_env.pe_cache = token_cache_new(DAEMON_TOKEN_CACHE)) == NULL) {
 		log_warnx("state_dir: %s", why);
 		return -1;
@@ -699,9 +819,7 @@ open_state(char *why, size_t whylen)
 	/* A measurement build (CMake SLUICE_BENCH_NO_AUDIT): no audit log. */
 	log_warnx("measurement build without an audit log: not for use");
 #else
-	if ((d_env.pe_audit = audit_open(&d_env.pe_cf->cf_audit,
-		 d_env.pe_cf->cf_state_dir, d_env.pe_base, why, whylen)) ==
-	    NULL) {
+	if ((d_env.pe_audit = state_audit(d_env.pe_cf, why, whylen)) == NULL) {
 		log_warnx("audit: %s", why);
 		return -1;
 	}
@@ -772,6 +890,7 @@ run_stop(struct event **sigev, size_t n)
 	event_base_loop(d_env.pe_base, EVLOOP_NONBLOCK);
 	resolve_shutdown();
 	event_base_free(d_env.pe_base);
+	notify_close();
 	free(d_path);
 }
 
@@ -794,6 +913,9 @@ serve(const struct run_opts *op)
 	d_started = time(NULL);
 	if ((d_path = realpath(o.path, NULL)) == NULL)
 		d_path = strdup(o.path);
+	/* Before --netns (abstract names are per namespace) and the drop. */
+	if (notify_init(why, sizeof(why)) == -1)
+		log_warnx("%s (no readiness notification)", why);
 
 	if (o.netns != NULL &&
 	    np_netns_enter(o.netns, why, sizeof(why)) == -1) {

@@ -9,6 +9,7 @@
 
 #include "proxy/config/config.h"
 #include "proxy/relay/relay.h"
+#include "proxy/util/util.h"
 
 /* daemon.c: "sluice run" (DESIGN.md "Command line"). */
 struct run_opts {
@@ -24,6 +25,20 @@ int serve(const struct run_opts *);
  * that this machine lets any uid bind (also for "sluice check").
  */
 void warn_unprivileged_ports(const struct config *cf);
+
+/*
+ * notify.c: the service manager's notify protocol (sd_notify datagrams to
+ * $NOTIFY_SOCKET: a path or an '@' abstract name), without libsystemd.
+ * notify_init() connects (0 also when the variable is unset; -1 with why
+ * for a malformed name or a socket it cannot reach) and unsets the
+ * variable; notify_send() sends one message of "KEY=VALUE" lines and
+ * never blocks or fails the caller; notify_reloading() sends
+ * RELOADING=1 with MONOTONIC_USEC.
+ */
+int notify_init(char *why, size_t whylen);
+void notify_send(const char *fmt, ...) SL_PRINTF(1, 2);
+void notify_reloading(void);
+void notify_close(void);
 
 /*
  * netguard.c: the daemon's side of the kernel rules (netpolicy/): apply
