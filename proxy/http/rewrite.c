@@ -92,6 +92,11 @@ rw_request_field(const struct http1_msg *m, const struct http1_hdr *h,
 	if (up->drop_authorization &&
 	    http1_name_eq(h->name, h->name_len, "authorization"))
 		return RW_AUTH;
+	/* strip_token: the upstream never sees the run token. */
+	if (up->drop_carrier != NULL &&
+	    http1_name_eq(h->name, h->name_len, up->drop_carrier) &&
+	    h->name_len == up->drop_carrier_len)
+		return RW_CARRIER;
 	return RW_KEEP;
 }
 

@@ -30,7 +30,9 @@ struct rw_upstream {
 	size_t path_len;
 	const struct rw_field *inject; /* sent as given, after the client's */
 	size_t ninject;
-	int drop_authorization; /* Authorization is not the run's token */
+	int drop_authorization;   /* Authorization is not the run's token */
+	const char *drop_carrier; /* strip_token: the field that held it */
+	size_t drop_carrier_len;
 };
 
 /* What becomes of one field of a client's request on its way upstream. */
@@ -39,7 +41,8 @@ enum rw_fate {
 	RW_FRAMING,  /* Host or Content-Length: sluice writes its own */
 	RW_HOP,      /* hop-by-hop (RFC 9110 7.6.1), or named by Connection */
 	RW_INJECTED, /* the name of an injected field ('_' taken for '-') */
-	RW_AUTH      /* an Authorization that is not the run's token */
+	RW_AUTH,     /* an Authorization that is not the run's token */
+	RW_CARRIER   /* the field that held the run token (strip_token) */
 };
 
 /*

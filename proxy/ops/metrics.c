@@ -110,6 +110,7 @@ static struct {
 	time_t m_started;      /* process start (first metrics call) */
 	time_t m_policy_time;  /* a policy was put in force (start, reload) */
 	uint64_t m_uperr[METRICS_UPERR__COUNT];
+	uint64_t m_secret_headers;
 	const struct budget *m_budget;
 } m;
 
@@ -267,6 +268,12 @@ metrics_upstream_error(enum metrics_uperr e)
 {
 	if ((unsigned)e < METRICS_UPERR__COUNT)
 		m.m_uperr[e]++;
+}
+
+void
+metrics_secret_header(void)
+{
+	m.m_secret_headers++;
 }
 
 void
@@ -575,6 +582,11 @@ metrics_render_more(struct evbuffer *b)
 	    metrics_u64(b, "sluice_budget_entries", "gauge",
 		"Tokens with a request count in the budget table.",
 		live) == -1 ||
+	    metrics_u64(b, "sluice_response_secret_headers_dropped_total",
+		"counter",
+		"Response header fields dropped because they held a value "
+		"sluice injected upstream.",
+		m.m_secret_headers) == -1 ||
 	    metrics_u64(b, "sluice_budget_entries_limit", "gauge",
 		"Entries the budget table holds at most; at the limit a new "
 		"token's request is refused (budget_exhausted).",

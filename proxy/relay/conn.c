@@ -389,7 +389,13 @@ conn_linger_start(struct conn *c)
 	 * write side and discard input until EOF or the linger time.
 	 */
 	c->cn_lingering = 1;
-	(void)shutdown(bufferevent_getfd(c->cn_bev), SHUT_WR);
+	/*
+	 * Under a TLS filter (an intercepted tunnel) the records may still
+	 * wait in the socket's own output: no shutdown under them; the
+	 * client's EOF or the linger time ends the connection.
+	 */
+	if (bufferevent_get_underlying(c->cn_bev) == NULL)
+		(void)shutdown(bufferevent_getfd(c->cn_bev), SHUT_WR);
 	evtimer_del(c->cn_timer);
 	timer_on(c, c->cn_timer, &tv);
 }

@@ -112,6 +112,8 @@ struct request {
 	const char *rq_detail;    /* bad_request: what was wrong */
 	int rq_auth_strip;        /* Authorization is not the token */
 	int rq_auth_removed;      /* ... and was removed upstream */
+	const char *rq_carrier;   /* the field that held the token, if any */
+	unsigned rq_resp_dropped; /* response fields holding a secret */
 	char rq_id[CLIENTS_ID_LEN];
 };
 

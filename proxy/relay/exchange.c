@@ -15,6 +15,7 @@
 #include "proxy/config/config.h"
 #include "proxy/http/http1.h"
 #include "proxy/http/rewrite.h"
+#include "proxy/ops/ops.h"
 #include "proxy/relay/conn_int.h"
 #include "proxy/relay/relay.h"
 #include "proxy/util/util.h"
@@ -56,6 +57,10 @@ build_upstream_head(struct evbuffer *out, const struct http1_msg *m,
 	up.inject = inject;
 	up.ninject = uc->uc_nheaders;
 	up.drop_authorization = rq->rq_auth_strip;
+	if (uc->uc_strip_token && rq->rq_carrier != NULL) {
+		up.drop_carrier = rq->rq_carrier;
+		up.drop_carrier_len = strlen(rq->rq_carrier);
+	}
 	need = rw_request_head(m, u, &up, NULL, 0, NULL);
 	if (need > SSIZE_MAX ||
 	    evbuffer_reserve_space(out, (ev_ssize_t)need, &v, 1) != 1 ||
@@ -379,6 +384,27 @@ conn_start_upstream(struct conn *c, const struct http1_msg *m,
 }
 
 /* Write the client's response head from the upstream's (filtered). */
+/* Whether a response field's value contains a value sluice injected. */
+static int
+holds_secret(const struct route *rt, const struct http1_hdr *h)
+{
+	const struct upstream_conf *uc;
+	size_t i;
+
+	if (rt == NULL)
+		return 0;
+	uc = &rt->rt_up;
+	for (i = 0; i < uc->uc_nheaders; i++) {
+		const struct upstream_header *uh = &uc->uc_headers[i];
+
+		if (uh->uh_value_len > 0 &&
+		    memmem(h->value, h->value_len, uh->uh_value,
+			uh->uh_value_len) != NULL)
+			return 1;
+	}
+	return 0;
+}
+
 static int
 build_client_head(struct conn *c, const struct http1_msg *m)
 {
@@ -407,6 +433,13 @@ build_client_head(struct conn *c, const struct http1_msg *m)
 		    (m->body == HTTP1_BODY_LENGTH &&
 			http1_name_eq(h->name, h->name_len, "content-length")))
 			continue;
+		/* An upstream echoing an injected secret: not to the sandbox.
+		 */
+		if (holds_secret(rq->rq_route, h)) {
+			rq->rq_resp_dropped++;
+			metrics_secret_header();
+			continue;
+		}
 		rc |= evbuffer_add(out, h->name, h->name_len);
 		rc |= evbuffer_add(out, ": ", 2);
 		rc |= evbuffer_add(out, h->value, h->value_len);

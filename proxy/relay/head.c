@@ -74,9 +74,28 @@ budget_may_apply(const struct config *cf, const struct token_claims *c)
 	return 0;
 }
 
+/*
+ * The route whose token_header may carry the token: the reverse
+ * listener's, or the one the target selects (the decision may still pick
+ * another among routes sharing an upstream). NULL: none.
+ */
+static const char *
+conn_token_header(const struct config *cf, const struct listener_conf *lc,
+    const struct uri *u, int connect)
+{
+	const struct route *rt = NULL;
+
+	if (lc != NULL && lc->lc_type == LISTENER_REVERSE &&
+	    lc->lc_route_idx < cf->cf_nroutes)
+		rt = &cf->cf_routes[lc->lc_route_idx];
+	else if (!connect && u->host != NULL)
+		rt = policy_route_for(cf, u, 0);
+	return rt != NULL ? rt->rt_token_header : NULL;
+}
+
 static enum reason
-conn_verify_token(struct conn *c, const struct http1_msg *m, int connect,
-    struct token_claims *claims)
+conn_verify_token(struct conn *c, const struct http1_msg *m,
+    const struct uri *u, int connect, struct token_claims *claims)
 {
 	struct request *rq = c->cn_req;
 	const struct tokens_conf *tc = &rq->rq_cf->cf_tokens;
@@ -87,12 +106,21 @@ conn_verify_token(struct conn *c, const struct http1_msg *m, int connect,
 	int hit;
 
 	const struct listener_conf *lc = conn_listener(c, rq->rq_cf);
+	const char *named = conn_token_header(rq->rq_cf, lc, u, connect);
 	int flags = connect ? TOKEN_CARRIER_CONNECT : 0;
+	ssize_t i;
 
 	if (lc != NULL && lc->lc_type == LISTENER_REVERSE)
 		flags |= TOKEN_CARRIER_REVERSE;
-	r = token_from_request(m, flags, scratch, sizeof(scratch), &tok,
+	r = token_from_request(m, flags, named, scratch, sizeof(scratch), &tok,
 	    &toklen);
+	/* Which field held it, for strip_token. */
+	if (r == REASON_OK && named != NULL &&
+	    (i = http1_find(m, named, 0)) >= 0 && tok == m->hdrs[i].value)
+		rq->rq_carrier = named;
+	else if (r == REASON_OK && !connect &&
+	    token_authorization_is(m, tok, toklen))
+		rq->rq_carrier = "authorization";
 	/* Inside an intercepted CONNECT, the CONNECT's token stands in. */
 	if (r == REASON_TOKEN_MISSING && c->cn_icpt != NULL &&
 	    c->cn_icpt->it_token != NULL) {
@@ -241,7 +269,7 @@ conn_gather(struct conn *c, const struct http1_msg *m, const struct uri *u,
 	v->rv_uri = u;
 	v->rv_audit_failed =
 	    env->pe_audit != NULL && audit_failed(env->pe_audit);
-	v->rv_token = conn_verify_token(c, m, rq->rq_connect, claims);
+	v->rv_token = conn_verify_token(c, m, u, rq->rq_connect, claims);
 	if (v->rv_token != REASON_OK)
 		return;
 	v->rv_claims = claims;

@@ -230,7 +230,7 @@ conn_start_intercept(struct conn *c, const struct http1_msg *m,
 	it->it_port = u->port;
 	/* The CONNECT's own token stands in for inner requests without one. */
 	if (rq->rq_sub[0] != '\0' &&
-	    token_from_request(m, TOKEN_CARRIER_CONNECT, scratch,
+	    token_from_request(m, TOKEN_CARRIER_CONNECT, NULL, scratch,
 		sizeof(scratch), &tok, &toklen) == REASON_OK &&
 	    (it->it_token = malloc(toklen)) != NULL) {
 		memcpy(it->it_token, tok, toklen);

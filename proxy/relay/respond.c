@@ -108,6 +108,9 @@ request_log(struct conn *c, enum reason r)
 		audit_add_cstr(a, "upstream", rq->rq_upaddr);
 	if (rq->rq_auth_removed)
 		audit_add_bool(a, "authorization_removed", 1);
+	if (rq->rq_resp_dropped > 0)
+		audit_add_uint(a, "response_headers_dropped",
+		    rq->rq_resp_dropped);
 	(void)audit_commit(a);
 }
 

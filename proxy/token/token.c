@@ -982,8 +982,8 @@ from_proxy_auth(const struct http1_hdr *h, char *scratch, size_t scratchlen,
 }
 
 enum reason
-token_from_request(const struct http1_msg *m, int flags, char *scratch,
-    size_t scratchlen, const char **tok, size_t *len)
+token_from_request(const struct http1_msg *m, int flags, const char *named,
+    char *scratch, size_t scratchlen, const char **tok, size_t *len)
 {
 	int is_connect = (flags & TOKEN_CARRIER_CONNECT) != 0;
 	const char *scheme, *cred;
@@ -998,6 +998,19 @@ token_from_request(const struct http1_msg *m, int flags, char *scratch,
 			return REASON_TOKEN_MALFORMED;
 		return from_proxy_auth(&m->hdrs[i], scratch, scratchlen, tok,
 		    len);
+	}
+	/*
+	 * The route's token_header (x-api-key, say): its whole value is the
+	 * bare token. Not on CONNECT: the field belongs inside the tunnel.
+	 */
+	if (named != NULL && !is_connect &&
+	    (i = http1_find(m, named, 0)) >= 0) {
+		if (http1_find(m, named, (size_t)i + 1) >= 0 ||
+		    !cred_ok(m->hdrs[i].value, m->hdrs[i].value_len))
+			return REASON_TOKEN_MALFORMED;
+		*tok = m->hdrs[i].value;
+		*len = m->hdrs[i].value_len;
+		return REASON_OK;
 	}
 	/*
 	 * Authorization is the upstream's field and is forwarded unchanged;

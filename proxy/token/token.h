@@ -94,9 +94,13 @@ enum reason token_check_claims(const struct token_claims *c,
  * carrier addressed to sluice (an SDK's base URL), so without
  * Proxy-Authorization an Authorization of another scheme is
  * REASON_TOKEN_MALFORMED there; on a forward listener it is meant for the
- * upstream and is REASON_TOKEN_MISSING.
+ * upstream and is REASON_TOKEN_MISSING. named (NULL: none) is a route's
+ * token_header: after Proxy-Authorization and before Authorization, a
+ * field of that name whose whole value is the bare token (twice, or with
+ * a blank in it, is REASON_TOKEN_MALFORMED).
  */
-enum reason token_from_request(const struct http1_msg *m, int flags,
+enum reason
+token_from_request(const struct http1_msg *m, int flags, const char *named,
     char *scratch, size_t scratchlen, const char **tok, size_t *len);
 /*
  * Non-zero when m has exactly one Authorization field and it is

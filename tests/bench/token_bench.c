@@ -128,7 +128,7 @@ b_cached(void *arg, int i)
 	enum reason r;
 
 	(void)i;
-	r = token_from_request(&c->msg, 0, scratch, sizeof(scratch), &tok,
+	r = token_from_request(&c->msg, 0, NULL, scratch, sizeof(scratch), &tok,
 	    &len);
 	if (r == REASON_OK)
 		r = token_cache_verify(c->cache, 1, c->keys, 2, tok, len, NOW,

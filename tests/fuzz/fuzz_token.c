@@ -216,7 +216,8 @@ mode_carrier(const char *in, size_t size)
 		h[i].value_len = size;
 	}
 	m.nhdrs = i;
-	r = token_from_request(&m, (int)((sel >> 3) & 1), scratch,
+	r = token_from_request(&m, (int)((sel >> 3) & 1),
+	    (sel & 0x20) ? "x-api-key" : NULL, scratch,
 	    (sel & 0x10) ? 8 : sizeof(scratch), &tok, &len);
 	check(r == REASON_OK || r == REASON_TOKEN_MISSING ||
 		r == REASON_TOKEN_MALFORMED,

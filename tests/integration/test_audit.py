@@ -609,6 +609,7 @@ class TestAudit(st.ProxyTestCase):
             "process_max_fds": "gauge",
             "process_resident_memory_bytes": "gauge",
             "process_start_time_seconds": "gauge",
+            "sluice_response_secret_headers_dropped_total": "counter",
         }
         for fam, typ in want.items():
             with self.subTest(family=fam):

@@ -1025,6 +1025,23 @@ dispatch(struct conn *c)
 			    (unsigned long long)i);
 		evbuffer_add(out, "\r\nok", 4);
 		response_done(c);
+	} else if (strcmp(ep, "reflect") == 0) {
+		/*
+		 * An upstream that echoes what it was sent in its response
+		 * head (as some error pages do with a key): every request
+		 * field comes back as "X-Req-<name>: <value>".
+		 */
+		struct evbuffer *out = bufferevent_get_output(c->bev);
+		const cJSON *pair;
+
+		evbuffer_add_printf(out,
+		    "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n");
+		cJSON_ArrayForEach(pair, c->hdrs)
+			evbuffer_add_printf(out, "X-Req-%s: %s\r\n",
+			    cJSON_GetArrayItem(pair, 0)->valuestring,
+			    cJSON_GetArrayItem(pair, 1)->valuestring);
+		evbuffer_add(out, "\r\nok", 4);
+		response_done(c);
 	} else if (strcmp(ep, "status") == 0) {
 		cJSON *o = cJSON_CreateObject();
 

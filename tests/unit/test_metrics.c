@@ -394,7 +394,8 @@ test_render_empty(void **state)
 		"process_start_time_seconds",
 		"sluice_policy_last_load_timestamp_seconds",
 		"sluice_budget_entries", "sluice_budget_entries_limit",
-		"sluice_upstream_errors_total" };
+		"sluice_upstream_errors_total",
+		"sluice_response_secret_headers_dropped_total" };
 	struct scrape *sc = malloc(sizeof(*sc));
 	char *t = render();
 	size_t i;

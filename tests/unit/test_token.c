@@ -967,7 +967,62 @@ carrier(int connect, char *scratch, size_t scratchlen, const char **tok,
 		nv[i] = va_arg(ap, const char *);
 	va_end(ap);
 	m = head(h, n, nv);
-	return token_from_request(&m, connect, scratch, scratchlen, tok, len);
+	return token_from_request(&m, connect, NULL, scratch, scratchlen, tok,
+	    len);
+}
+
+/* A route's token_header (x-api-key): the bare token, once, no blanks. */
+static void
+test_carrier_named(void **state)
+{
+	struct http1_hdr h[8];
+	char scratch[TOKEN_MAX_LEN + 16];
+	struct http1_msg m;
+	const char *tok;
+	size_t len;
+	static const char *const one[] = { "X-Api-Key", "tok.en.sig" };
+	static const char *const two[] = { "x-api-key", "a.b.c", "X-API-KEY",
+		"a.b.c" };
+	static const char *const blank[] = { "x-api-key", "a.b c" };
+	static const char *const both[] = { "Authorization",
+		"Bearer auth.tok.en", "x-api-key", "named.tok.en" };
+	static const char *const proxy[] = { "x-api-key", "named.tok.en",
+		"Proxy-Authorization", "Bearer proxy.tok.en" };
+
+	(void)state;
+	m = head(h, 1, one);
+	assert_int_equal(token_from_request(&m, 0, "x-api-key", scratch,
+			     sizeof(scratch), &tok, &len),
+	    REASON_OK);
+	assert_int_equal(len, 10);
+	assert_memory_equal(tok, "tok.en.sig", 10);
+	/* Without the route's name it is just another field. */
+	assert_int_equal(token_from_request(&m, 0, NULL, scratch,
+			     sizeof(scratch), &tok, &len),
+	    REASON_TOKEN_MISSING);
+	/* Not on CONNECT: the field belongs to the requests inside. */
+	assert_int_equal(token_from_request(&m, TOKEN_CARRIER_CONNECT,
+			     "x-api-key", scratch, sizeof(scratch), &tok, &len),
+	    REASON_TOKEN_MISSING);
+	m = head(h, 2, two);
+	assert_int_equal(token_from_request(&m, 0, "x-api-key", scratch,
+			     sizeof(scratch), &tok, &len),
+	    REASON_TOKEN_MALFORMED);
+	m = head(h, 1, blank);
+	assert_int_equal(token_from_request(&m, 0, "x-api-key", scratch,
+			     sizeof(scratch), &tok, &len),
+	    REASON_TOKEN_MALFORMED);
+	/* Before Authorization, after Proxy-Authorization. */
+	m = head(h, 2, both);
+	assert_int_equal(token_from_request(&m, 0, "x-api-key", scratch,
+			     sizeof(scratch), &tok, &len),
+	    REASON_OK);
+	assert_memory_equal(tok, "named.tok.en", 12);
+	m = head(h, 2, proxy);
+	assert_int_equal(token_from_request(&m, 0, "x-api-key", scratch,
+			     sizeof(scratch), &tok, &len),
+	    REASON_OK);
+	assert_memory_equal(tok, "proxy.tok.en", 12);
 }
 
 static void
@@ -1207,6 +1262,7 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_carrier_named),
 		cmocka_unit_test(test_valid_hs256),
 		cmocka_unit_test(test_valid_eddsa),
 		cmocka_unit_test(test_none_and_unknown_algs),

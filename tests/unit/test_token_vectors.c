@@ -298,7 +298,7 @@ test_carriers(void **state)
 		r = token_from_request(&m,
 		    cJSON_IsTrue(
 			cJSON_GetObjectItemCaseSensitive(c, "connect")),
-		    scratch, sizeof(scratch), &tok, &len);
+		    NULL, scratch, sizeof(scratch), &tok, &len);
 		seen[r]++;
 		if (strcmp(reason_name(r), str(c, "expect")) != 0) {
 			print_error("carrier %s: got %s, want %s\n",
