@@ -80,11 +80,16 @@ static const char policy[] =
     "\"upstream\":{\"url\":\"https://shared.example:443/\"}},"
     "{\"audience\":\"sh-c\",\"path_prefixes\":[\"/c\"],"
     "\"connect\":{\"enabled\":true},"
-    "\"upstream\":{\"url\":\"https://Shared.Example:8443/\"}}],"
+    "\"upstream\":{\"url\":\"https://Shared.Example:8443/\"}},"
+    "{\"audience\":\"icpt\",\"hosts\":[\"alias.icpt.test\"],"
+    "\"connect\":{\"intercept\":true,\"ports\":[443,80]},"
+    "\"max_requests_per_token\":5,"
+    "\"upstream\":{\"url\":\"https://icpt.example/\"}}],"
+    "\"intercept\":{\"ca\":\"ephemeral\"},"
     "\"netpolicy\":{\"mode\":\"off\"}}";
 
 enum { L_FWD, L_REV, L_ANY4, L_ANY6, L_REV2, L_REV3, L_NONE = -1 };
-enum { R_MODEL, R_OTHER, R_PRIVATE, R_V6, R_SHA, R_SHB, R_SHC };
+enum { R_MODEL, R_OTHER, R_PRIVATE, R_V6, R_SHA, R_SHB, R_SHC, R_ICPT };
 
 static void
 write_file(const char *path, const char *data, mode_t mode)
@@ -169,6 +174,7 @@ enum claims_kind {
 	C_AUD_SHC,    /* aud ["sh-c"] */
 	C_AUD_SHBA,   /* aud ["sh-b", "sh-a"] */
 	C_EXP_ELSE,   /* expired, aud ["elsewhere"] */
+	C_AUD_ICPT,   /* aud ["icpt"] */
 };
 
 static void
@@ -268,6 +274,10 @@ make_claims(enum claims_kind k, struct token_claims *c)
 		c->iat = NOW - 100;
 		c->exp = NOW - 30;
 		snprintf(c->aud[0], sizeof(c->aud[0]), "elsewhere");
+		c->naud = 1;
+		break;
+	case C_AUD_ICPT:
+		snprintf(c->aud[0], sizeof(c->aud[0]), "icpt");
 		c->naud = 1;
 		break;
 	}
@@ -508,6 +518,41 @@ static const struct row rows[] = {
 	    -1, 0 },
 	{ "CONNECT to an unknown host", L_FWD, 1, "CONNECT", "evil.example:443",
 	    OK, C_GOOD, 0, 0, 0, REASON_ROUTE_NOT_FOUND, -1, 0 },
+
+	/*
+	 * An intercepting route: CONNECT on its connect.ports, to its host
+	 * or an alias, with no token needed and nothing charged (each inner
+	 * request is decided and charged on its own).
+	 */
+	{ "intercept: CONNECT without a token", L_FWD, 1, "CONNECT",
+	    "icpt.example:443", REASON_TOKEN_MISSING, C_NONE, 0, 0, 0, OK,
+	    R_ICPT, 0 },
+	{ "intercept: CONNECT to an alias on another listed port", L_FWD, 1,
+	    "CONNECT", "alias.icpt.test:80", REASON_TOKEN_MISSING, C_NONE, 0, 0,
+	    0, OK, R_ICPT, 0 },
+	{ "intercept: CONNECT with a token is not charged", L_FWD, 1, "CONNECT",
+	    "icpt.example:443", OK, C_AUD_ICPT, 0, 4, 0, OK, R_ICPT, 0 },
+	{ "intercept: CONNECT on a port not listed", L_FWD, 1, "CONNECT",
+	    "icpt.example:8443", REASON_TOKEN_MISSING, C_NONE, 0, 0, 0,
+	    REASON_TOKEN_MISSING, -1, 0 },
+	{ "intercept: a bad token is still refused", L_FWD, 1, "CONNECT",
+	    "icpt.example:443", REASON_TOKEN_BAD_SIGNATURE, C_NONE, 0, 0, 0,
+	    REASON_TOKEN_BAD_SIGNATURE, -1, 0 },
+	{ "intercept: a revoked token is refused", L_FWD, 1, "CONNECT",
+	    "icpt.example:443", OK, C_AUD_ICPT, 1, 0, 0, REASON_TOKEN_REVOKED,
+	    R_ICPT, 0 },
+	{ "intercept: an inner request is charged", L_FWD, 0, "POST",
+	    "https://alias.icpt.test/v1", OK, C_AUD_ICPT, 0, 4, 0, OK, R_ICPT,
+	    5 },
+	{ "intercept: an inner request over budget", L_FWD, 0, "POST",
+	    "https://icpt.example/v1", OK, C_AUD_ICPT, 0, 5, 0,
+	    REASON_BUDGET_EXHAUSTED, R_ICPT, 5 },
+	{ "intercept: an inner request without a token", L_FWD, 0, "POST",
+	    "https://icpt.example/v1", REASON_TOKEN_MISSING, C_NONE, 0, 0, 0,
+	    REASON_TOKEN_MISSING, -1, 0 },
+	{ "intercept: audit failed, CONNECT without a token", L_FWD, 1,
+	    "CONNECT", "icpt.example:443", REASON_TOKEN_MISSING, C_NONE, 0, 0,
+	    1, REASON_AUDIT_UNAVAILABLE, -1, 0 },
 
 	/* method_not_allowed, CONNECT included. */
 	{ "GET on a POST route", L_FWD, 0, "GET", FMV, OK, C_GOOD, 0, 0, 0,
