@@ -44,7 +44,7 @@ cmd_check(int argc, char **argv)
 		fprintf(stderr, "%s\n", why);
 		return SL_EXIT_INVALID;
 	}
-	warn_unprivileged_ports(cf);
+	warn_policy(cf);
 	config_print(cf, stdout);
 	config_unref(cf);
 	return SL_EXIT_OK;

@@ -95,6 +95,38 @@ daemon_status(void *arg, struct evbuffer *out)
  * the namespace's own boundary (this process's network namespace: for
  * "run --netns", the target one).
  */
+/*
+ * Credentials injected upstream while the kernel lets the sandbox out on
+ * its own: the key stays out of the sandbox, but nothing stops it from
+ * using any other way out (DESIGN.md "Credentials the sandbox never
+ * sees").
+ */
+static void
+warn_injection_open_egress(const struct config *cf)
+{
+	size_t i;
+
+	if (cf->cf_np.np_mode != NETPOLICY_OFF)
+		return;
+	for (i = 0; i < cf->cf_nroutes; i++)
+		if (cf->cf_routes[i].rt_up.uc_nheaders > 0) {
+			(void)fprintf(stderr,
+			    "sluice: warning: routes[%zu] \"%s\" injects "
+			    "credentials upstream while netpolicy.mode is off: "
+			    "the sandbox's other traffic is not held back, so "
+			    "this protects little\n",
+			    i, cf->cf_routes[i].rt_audience);
+			return;
+		}
+}
+
+void
+warn_policy(const struct config *cf)
+{
+	warn_unprivileged_ports(cf);
+	warn_injection_open_egress(cf);
+}
+
 void
 warn_unprivileged_ports(const struct config *cf)
 {
@@ -928,7 +960,7 @@ serve(const struct run_opts *op)
 		fprintf(stderr, "%s\n", why);
 		return SL_EXIT_INVALID;
 	}
-	warn_unprivileged_ports(d_env.pe_cf);
+	warn_policy(d_env.pe_cf);
 	if ((d_env.pe_base = event_base_new()) == NULL ||
 	    resolve_init(d_env.pe_base) == -1)
 		fatalx("cannot create the event loop");

@@ -25,6 +25,8 @@ int serve(const struct run_opts *);
  * that this machine lets any uid bind (also for "sluice check").
  */
 void warn_unprivileged_ports(const struct config *cf);
+/* Every warning about a policy (the ports above, injection, ...). */
+void warn_policy(const struct config *cf);
 
 /*
  * notify.c: the service manager's notify protocol (sd_notify datagrams to

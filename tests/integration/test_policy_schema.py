@@ -82,12 +82,15 @@ class TestPolicySchema(unittest.TestCase):
                 "methods": ["POST", "GET"],
                 "path_prefixes": ["/v1/messages"],
                 "max_requests_per_token": 10,
-                "connect": {"enabled": True, "intercept": False},
+                "connect": {"enabled": True, "intercept": True,
+                            "ports": [443, 80]},
+                "token_header": "x-api-key",
                 "upstream": {
                     "url": "https://api.example.com:8443/base",
                     "ca_file": "/etc/ssl/certs/ca-certificates.crt",
                     "pin_sha256": ["A" * 43 + "="],
                     "allow_private": False, "allow_plaintext": False,
+                    "strip_token": True,
                     "headers": [{"name": "x-api-key",
                                  "value_file": self.header}]}}],
             "limits": {"max_header_bytes": 8192, "max_headers": 50,
@@ -109,6 +112,9 @@ class TestPolicySchema(unittest.TestCase):
             "metrics": {"listen": "unix:/run/sluice/metrics.sock"},
             "state_dir": "/var/lib/sluice-test",
             "ready_file": "/run/sluice/ready",
+            "intercept": {"ca": "ephemeral",
+                          "ca_cert_out": "/run/sluice/ca.pem", "ca_days": 2,
+                          "leaf_days": 1, "max_leaves": 100},
         }
 
     def check(self, doc):
@@ -138,6 +144,22 @@ class TestPolicySchema(unittest.TestCase):
                 continue  # not a policy
             self.assertEqual(self.errors(doc), [], f)
 
+    def test_injection_warning(self):
+        """Injected credentials with netpolicy off: sluice check warns."""
+        doc = self.minimal()
+        doc["routes"][0]["upstream"]["headers"] = [
+            {"name": "x-api-key", "value_file": self.header}]
+        p = self.check(doc)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("injects credentials upstream while netpolicy.mode "
+                      "is off", p.stderr)
+        self.assertNotIn("sk-real-key", p.stdout + p.stderr)
+        doc = self.full()  # sidecar mode, with a header: no such warning
+        p = self.check(doc)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("injects credentials", p.stderr)
+        self.assertEqual(self.errors(json.loads(p.stdout)), [])
+
     def test_refused_by_both(self):
         """Mistakes the loader refuses are refused by the schema too."""
         cases = {
@@ -154,8 +176,8 @@ class TestPolicySchema(unittest.TestCase):
             .update(public_key_file="/x.pem"),
             "bad fsync": lambda d: d.update(audit={"fsync": "sometimes"}),
             "relative state_dir": lambda d: d.update(state_dir="var/lib"),
-            "intercept": lambda d: d["routes"][0].update(
-                connect={"intercept": True}),
+            "intercept without the section": lambda d: d.update(
+                intercept={"ca": "files"}),
             "max_headers too small": lambda d: d.update(
                 limits={"max_headers": 7}),
             "bad mode": lambda d: d.update(netpolicy={"mode": "on"}),
