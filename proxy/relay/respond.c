@@ -159,9 +159,24 @@ deny_message_token(struct conn *c, enum reason r, int reverse,
 
 	switch (r) {
 	case REASON_TOKEN_MISSING:
-		snprintf(msg, len,
-		    "no run token: send it as %sAuthorization: Bearer <token>",
-		    reverse ? "" : "Proxy-");
+		if (c->cn_icpt != NULL) {
+			/* Inside an intercepted CONNECT: its own or the
+			 * tunnel's. */
+			const struct route *rt =
+			    config_route(cf, c->cn_icpt->it_route);
+			const char *th =
+			    rt != NULL ? rt->rt_token_header : NULL;
+
+			snprintf(msg, len,
+			    "no run token: send it as Authorization: Bearer "
+			    "<token>%s%s, or as the CONNECT's "
+			    "Proxy-Authorization",
+			    th != NULL ? " or in " : "", th != NULL ? th : "");
+		} else
+			snprintf(msg, len,
+			    "no run token: send it as %sAuthorization: Bearer "
+			    "<token>",
+			    reverse ? "" : "Proxy-");
 		break;
 	case REASON_TOKEN_MALFORMED:
 		snprintf(msg, len,
