@@ -16,26 +16,10 @@
 #include <unistd.h>
 
 #include "proxy/sandbox/sandbox.h"
+#include "proxy/util/util.h"
 
 #define RESOLV_CONF "/etc/resolv.conf"
 #define TMPFS_FLAGS (MS_NOSUID | MS_NODEV | MS_NOEXEC)
-
-static int
-write_all(int fd, const char *p, size_t n)
-{
-	ssize_t w;
-
-	while (n > 0) {
-		if ((w = write(fd, p, n)) == -1) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
 
 /*
  * The generated file lives on a tmpfs of its own, mounted on a scratch

@@ -291,24 +291,6 @@ revocations_close(struct revocations *r)
 	free(r);
 }
 
-/* Write all of buf (O_APPEND: one write is one record when it succeeds). */
-static int
-write_all(int fd, const char *buf, size_t len)
-{
-	ssize_t n;
-
-	while (len > 0) {
-		n = write(fd, buf, len);
-		if (n == -1 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /*
  * Open (or create, mode 0600) <state_dir>/revoked.admin and load it. The
  * file must be ours (owner root or the effective uid, no group/other

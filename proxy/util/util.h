@@ -51,6 +51,9 @@ int addr_private(const struct sockaddr *sa);
  */
 int digest_sha256(const void *p, size_t n, unsigned char out[32]);
 
+/* io.c: write all of buf to fd (EINTR retried). 0, or -1 with errno. */
+int write_all(int fd, const void *buf, size_t len);
+
 /* log.c */
 void log_init(const char *progname, int verbose);
 void log_warn(const char *, ...) SL_PRINTF(1, 2);
