@@ -107,7 +107,7 @@ policy_route_for(const struct config *cf, const struct uri *u, int connect)
 }
 
 /*
- * Routes may share an upstream (config.c keeps hosts unique, so an alias
+ * Routes may share an upstream (the loader keeps hosts unique, so an alias
  * selects one route). Among the routes the target's upstream host
  * selects, starting at first, the first (in policy order) whose audience
  * the token carries. Claims that fail for another reason than the

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the policy loader (proxy/config.c config_load()).
+ * libFuzzer target for the policy loader (config_load(), proxy/config/).
  * The input is a policy file; each "@D" in it becomes a private temporary
  * directory holding an HS256 secret (hs.key), an Ed25519 public key
  * (ed.pub), a header value (hdr.val) and a revocation list (revoked), so

@@ -337,7 +337,7 @@ test_has_both_sources(void **state)
 {
 	struct dir *d = *state;
 	char fa[] = "f-a", fb[] = "f-b", fc[] = "f-c";
-	char *list[] = { fa, fb, fc }; /* sorted, as config.c keeps it */
+	char *list[] = { fa, fb, fc }; /* sorted, as the loader keeps it */
 	struct config cf;
 	struct revocations *r;
 	char why[512];
