@@ -129,7 +129,11 @@ cf_str(struct cfctx *cx, const char *jp, const cJSON *obj, const char *key,
 	char sub[256];
 
 	cf_sub(sub, sizeof(sub), jp, key);
-	if (v == NULL) {
+	/*
+	 * An optional string given as null is left unset: what `sluice
+	 * check` prints for it, so that its output loads again.
+	 */
+	if (v == NULL || (!required && cJSON_IsNull(v))) {
 		if (required)
 			return cf_err(cx, jp, "missing \"%s\"", key);
 		return 0;

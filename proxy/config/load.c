@@ -67,13 +67,37 @@ nul_escape_at(const unsigned char *p, size_t len)
 	return len;
 }
 
+/*
+ * "sha256": what `sluice check` prints (the hash of the file it read), so
+ * that its output is a policy too. Informational: 64 hex digits, or null,
+ * and not compared with anything.
+ */
+static int
+check_printed_sha256(struct cfctx *cx, const cJSON *root)
+{
+	const char *s = NULL;
+	size_t i;
+
+	if (cf_str(cx, "", root, "sha256", 0, &s) == -1)
+		return -1;
+	if (s == NULL)
+		return 0;
+	for (i = 0; s[i] != '\0'; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') ||
+			(s[i] >= 'a' && s[i] <= 'f')))
+			break;
+	if (i != 64 || s[i] != '\0')
+		return cf_err(cx, "sha256", "not 64 lower-case hex digits");
+	return 0;
+}
+
 struct config *
 config_load(const char *path, const struct config *prev, char *why,
     size_t whylen)
 {
 	static const char *const keys[] = { "user", "listeners", "tokens",
 		"routes", "limits", "audit", "netpolicy", "admin", "metrics",
-		"state_dir", "ready_file", "intercept", NULL };
+		"state_dir", "ready_file", "intercept", "sha256", NULL };
 	struct cfctx cx = { path, why, whylen, prev, NULL };
 	unsigned char *buf;
 	size_t len;
@@ -131,6 +155,7 @@ config_load(const char *path, const struct config *prev, char *why,
 	}
 
 	if (cf_keys(&cx, "", root, keys) == -1 ||
+	    check_printed_sha256(&cx, root) == -1 ||
 	    cf_load_user(&cx, root) == -1 ||
 	    cf_load_listeners(&cx, root) == -1 ||
 	    cf_load_limits(&cx, root) == -1 || cf_load_audit(&cx, root) == -1 ||

@@ -133,6 +133,28 @@ class TestPolicySchema(unittest.TestCase):
             norm = json.loads(p.stdout)
             self.assertEqual(self.errors(norm), [], name)
 
+    def test_normalized_output_loads_again(self):
+        """`sluice check` accepts what it prints (nulls, sha256), and the
+        second print is the first but for the file's hash."""
+        for name, doc in (("minimal", self.minimal()), ("full", self.full())):
+            p = self.check(doc)
+            self.assertEqual(p.returncode, 0, (name, p.stderr))
+            first = json.loads(p.stdout)
+            p2 = self.check(first)
+            self.assertEqual(p2.returncode, 0, (name, p2.stderr))
+            second = json.loads(p2.stdout)
+            first.pop("sha256")
+            second.pop("sha256")
+            self.assertEqual(first, second, name)
+        doc = self.minimal()
+        doc["sha256"] = "abc"
+        p = self.check(doc)
+        self.assertEqual(p.returncode, 1, p)
+        self.assertIn("sha256: not 64 lower-case hex digits", p.stderr)
+        doc = self.minimal()
+        doc["listeners"] = None  # a required value cannot be null
+        self.assertEqual(self.check(doc).returncode, 1)
+
     def test_examples(self):
         """Every example policy shipped in examples/ validates."""
         files = sorted(glob.glob(os.path.join(TOP, "examples", "**",
