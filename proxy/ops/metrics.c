@@ -74,6 +74,7 @@ struct route_counters {
 	uint64_t rc_tunnels[M__DECISIONS][REASON__COUNT];
 	uint64_t rc_bytes_in;
 	uint64_t rc_bytes_out;
+	struct histogram rc_up_resp; /* upstream response head latency */
 };
 
 /* Fast requests and slow streamed completions both matter. */
@@ -146,6 +147,8 @@ metrics_hist_init(struct histogram *h, const double *b, size_t n)
 void
 metrics_reset(void)
 {
+	size_t i;
+
 	memset(&m, 0, sizeof(m));
 	metrics_hist_init(&m.m_req_dur, metrics_req_bounds,
 	    SL_NELEM(metrics_req_bounds));
@@ -155,6 +158,9 @@ metrics_reset(void)
 	    SL_NELEM(metrics_net_bounds));
 	metrics_hist_init(&m.m_tls, metrics_net_bounds,
 	    SL_NELEM(metrics_net_bounds));
+	for (i = 0; i < METRICS_SLOTS; i++)
+		metrics_hist_init(&m.m_rc[i].rc_up_resp, metrics_req_bounds,
+		    SL_NELEM(metrics_req_bounds));
 	m.m_started = time(NULL);
 }
 
@@ -280,6 +286,13 @@ void
 metrics_budget(const struct budget *b)
 {
 	m.m_budget = b;
+}
+
+void
+metrics_upstream_response(const char *route, double seconds)
+{
+	metrics_init_once();
+	metrics_observe(&m.m_rc[metrics_slot(route)].rc_up_resp, seconds);
 }
 
 void
@@ -497,6 +510,61 @@ metrics_histogram(struct evbuffer *b, const char *name, const char *help,
 	return 0;
 }
 
+/* One route's series of the upstream response histogram. */
+static int
+metrics_route_hist(struct evbuffer *b, const char *name, const char *route,
+    const struct histogram *h)
+{
+	uint64_t cum = 0;
+	size_t i;
+
+	for (i = 0; i <= h->h_nbounds; i++) {
+		char le[32];
+
+		cum += h->h_counts[i];
+		if (i < h->h_nbounds)
+			snprintf(le, sizeof(le), "%g", h->h_bounds[i]);
+		else
+			snprintf(le, sizeof(le), "+Inf");
+		if (evbuffer_add_printf(b, "%s_bucket{route=\"", name) < 0 ||
+		    metrics_label(b, route) ||
+		    evbuffer_add_printf(b, "\",le=\"%s\"} %" PRIu64 "\n", le,
+			cum) < 0)
+			return -1;
+	}
+	if (evbuffer_add_printf(b, "%s_sum{route=\"", name) < 0 ||
+	    metrics_label(b, route) ||
+	    evbuffer_add_printf(b, "\"} %.9g\n%s_count{route=\"", h->h_sum,
+		name) < 0 ||
+	    metrics_label(b, route) ||
+	    evbuffer_add_printf(b, "\"} %" PRIu64 "\n", h->h_count) < 0)
+		return -1;
+	return 0;
+}
+
+/* Per route, once a route has seen a response. */
+static int
+metrics_upstream_responses(struct evbuffer *b)
+{
+	static const char name[] = "sluice_upstream_response_seconds";
+	size_t s;
+
+	if (metrics_family(b, name, "histogram",
+		"From a request head sent upstream to the response head, by "
+		"route.") == -1)
+		return -1;
+	for (s = 0; s < METRICS_SLOTS; s++) {
+		const struct histogram *h = &m.m_rc[s].rc_up_resp;
+
+		if ((s >= m.m_nroutes && s != METRICS_MAX_ROUTES) ||
+		    h->h_count == 0)
+			continue;
+		if (metrics_route_hist(b, name, metrics_route_name(s), h) == -1)
+			return -1;
+	}
+	return 0;
+}
+
 /*
  * Open descriptors: /proc/self/fd when it can be read (not once sluice
  * is non-dumpable after dropping root: the directory is root's then),
@@ -564,6 +632,8 @@ metrics_render_more(struct evbuffer *b)
 	uint64_t fds, maxfds, live = 0, limit = 0;
 	size_t i;
 
+	if (metrics_upstream_responses(b) == -1)
+		return -1;
 	fds = metrics_open_fds(&maxfds);
 	budget_fill(m.m_budget, &live, &limit);
 	if (metrics_u64(b, "process_open_fds", "gauge",

@@ -135,6 +135,8 @@ void metrics_request(const char *route, int allow, enum reason,
 void metrics_tunnel(const char *route, int allow, enum reason,
     uint64_t bytes_in, uint64_t bytes_out, double seconds);
 void metrics_upstream_connect(double seconds);
+/* From a request head sent upstream to the response head, per route. */
+void metrics_upstream_response(const char *route, double seconds);
 void metrics_tls_handshake(double seconds);
 void metrics_conn_active(int delta);
 void metrics_pool_idle(int delta);

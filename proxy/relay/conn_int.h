@@ -78,6 +78,7 @@ struct request {
 	const struct route *rq_route;
 	struct upconn *rq_up;
 	struct timeval rq_start;
+	struct timeval rq_sent; /* the head went to the upstream */
 	enum reason rq_reason;
 	int rq_status;
 	int rq_connect;

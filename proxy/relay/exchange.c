@@ -314,6 +314,7 @@ conn_attach_upstream(struct conn *c)
 		return -1;
 	}
 	rq->rq_forwarded = 1;
+	event_base_gettimeofday_cached(c->cn_env->pe_base, &rq->rq_sent);
 	out_flush(c, ub, !upconn_tls(rq->rq_up));
 	conn_set_state(c, CONN_S_EXCHANGE);
 	/* Reading may have stopped while connecting (conn_bound_input). */
@@ -547,6 +548,10 @@ conn_resp_head(struct conn *c)
 			continue;
 		}
 		resp_framing(rq, &m);
+		metrics_upstream_response(rq->rq_route != NULL ?
+			rq->rq_route->rt_audience :
+			NULL,
+		    elapsed_s(c, &rq->rq_sent));
 		if (build_client_head(c, &m) == -1)
 			goto nomem;
 		evbuffer_drain(in, end);

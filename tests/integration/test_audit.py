@@ -610,6 +610,7 @@ class TestAudit(st.ProxyTestCase):
             "process_resident_memory_bytes": "gauge",
             "process_start_time_seconds": "gauge",
             "sluice_response_secret_headers_dropped_total": "counter",
+            "sluice_upstream_response_seconds": "histogram",
         }
         for fam, typ in want.items():
             with self.subTest(family=fam):
@@ -671,6 +672,8 @@ class TestAudit(st.ProxyTestCase):
         self.assertGreaterEqual(delta("sluice_token_cache_hits_total"), 2)
         self.assertGreater(delta("sluice_bytes_in_total", route="model"), 0)
         self.assertGreater(delta("sluice_bytes_out_total", route="model"), 0)
+        self.assertGreaterEqual(
+            delta("sluice_upstream_response_seconds_count", route="model"), 3)
         self.assertGreaterEqual(
             delta("sluice_request_duration_seconds_count"), 3)
         self.assertEqual(delta("sluice_policy_reloads_total", outcome="ok"),

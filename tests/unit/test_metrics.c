@@ -395,7 +395,8 @@ test_render_empty(void **state)
 		"sluice_policy_last_load_timestamp_seconds",
 		"sluice_budget_entries", "sluice_budget_entries_limit",
 		"sluice_upstream_errors_total",
-		"sluice_response_secret_headers_dropped_total" };
+		"sluice_response_secret_headers_dropped_total",
+		"sluice_upstream_response_seconds" };
 	struct scrape *sc = malloc(sizeof(*sc));
 	char *t = render();
 	size_t i;
@@ -464,6 +465,9 @@ test_errors_budget_policy_time(void **state)
 	    0.1);
 	metrics_request("model-proxy", 0, REASON_PATH_NOT_ALLOWED, 5, 0, 0.0);
 	metrics_tunnel("model-proxy", 1, REASON_UPSTREAM_TLS_ERROR, 0, 0, 0.5);
+	metrics_upstream_response("model-proxy", 0.02);
+	metrics_upstream_response("model-proxy", 0.4);
+	metrics_upstream_response("evil.example", 0.001); /* route="" */
 	metrics_upstream_error(METRICS_UPERR_DNS);
 	metrics_upstream_error(METRICS_UPERR_TLS_VERIFY);
 	metrics_upstream_error(METRICS_UPERR_TLS_VERIFY);
@@ -493,6 +497,13 @@ test_errors_budget_policy_time(void **state)
 	assert_true(
 	    value_kind(sc, "sluice_upstream_errors_total", "connect") == 0);
 	assert_true(value(sc, "sluice_budget_entries", NULL, NULL, NULL) == 2);
+	assert_true(value(sc, "sluice_upstream_response_seconds_count",
+			"model-proxy", NULL, NULL) == 2);
+	assert_true(value(sc, "sluice_upstream_response_seconds_count", "",
+			NULL, NULL) == 1);
+	assert_true(fabs(value(sc, "sluice_upstream_response_seconds_sum",
+			     "model-proxy", NULL, NULL) -
+			0.42) < 1e-9);
 	assert_true(
 	    value(sc, "sluice_budget_entries_limit", NULL, NULL, NULL) == 48);
 	assert_true(value(sc, "sluice_policy_last_load_timestamp_seconds", NULL,
