@@ -163,6 +163,8 @@ struct config {
 	struct intercept_conf cf_intercept;
 	char *cf_admin_socket;   /* NULL: none */
 	char *cf_metrics_listen; /* NULL: none */
+	gid_t cf_metrics_gid;    /* metrics.group; (gid_t)-1: none */
+	char *cf_metrics_group;  /* as written, for check; NULL: none */
 	char *cf_state_dir;
 	char *cf_ready_file; /* NULL: none */
 	char **cf_revoked;   /* jtis from revoked_file, sorted */

@@ -223,6 +223,7 @@ config_unref(struct config *cf)
 	cf_intercept_free(&cf->cf_intercept);
 	free(cf->cf_admin_socket);
 	free(cf->cf_metrics_listen);
+	free(cf->cf_metrics_group);
 	free(cf->cf_state_dir);
 	free(cf->cf_ready_file);
 	free(cf->cf_user);

@@ -173,6 +173,7 @@ config_print(const struct config *cf, FILE *f)
 	add_str_or_null(o, "socket", cf->cf_admin_socket);
 	o = cJSON_AddObjectToObject(root, "metrics");
 	add_str_or_null(o, "listen", cf->cf_metrics_listen);
+	add_str_or_null(o, "group", cf->cf_metrics_group);
 	cJSON_AddStringToObject(root, "state_dir", cf->cf_state_dir);
 	add_str_or_null(root, "ready_file", cf->cf_ready_file);
 	if (cf->cf_intercept.ic_on) {

@@ -10,6 +10,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <grp.h>
 #include <pwd.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -83,6 +84,28 @@ cf_load_user(struct cfctx *cx, const cJSON *root)
 		return 0;
 	}
 	return cf_err(cx, "user", "no such user \"%s\"", user);
+}
+
+/* A group name, or a numeric gid. */
+static int
+cf_group(struct cfctx *cx, const char *jp, const char *name, gid_t *out)
+{
+	struct group *gr;
+	unsigned long id;
+	char *end;
+
+	if ((gr = getgrnam(name)) != NULL) {
+		*out = gr->gr_gid;
+		return 0;
+	}
+	errno = 0;
+	id = strtoul(name, &end, 10);
+	if (isdigit((unsigned char)name[0]) && *end == '\0' && errno == 0 &&
+	    id < UINT32_MAX) {
+		*out = (gid_t)id;
+		return 0;
+	}
+	return cf_err(cx, jp, "no such group \"%s\"", name);
 }
 
 /* LIMIT(field, default, min, max) */
@@ -254,12 +277,12 @@ int
 cf_load_misc(struct cfctx *cx, const cJSON *root)
 {
 	static const char *const akeys[] = { "socket", NULL };
-	static const char *const mkeys[] = { "listen", NULL };
+	static const char *const mkeys[] = { "listen", "group", NULL };
 	struct config *cf = cx->cf;
 	const cJSON *admin = cJSON_GetObjectItemCaseSensitive(root, "admin");
 	const cJSON *met = cJSON_GetObjectItemCaseSensitive(root, "metrics");
 	const char *sock = NULL, *listen = NULL, *sd = "/var/lib/sluice";
-	const char *ready = NULL;
+	const char *ready = NULL, *group = NULL;
 
 	if (admin != NULL &&
 	    (cf_keys(cx, "admin", admin, akeys) == -1 ||
@@ -267,8 +290,21 @@ cf_load_misc(struct cfctx *cx, const cJSON *root)
 		return -1;
 	if (met != NULL &&
 	    (cf_keys(cx, "metrics", met, mkeys) == -1 ||
-		cf_str(cx, "metrics", met, "listen", 0, &listen) == -1))
+		cf_str(cx, "metrics", met, "listen", 0, &listen) == -1 ||
+		cf_str(cx, "metrics", met, "group", 0, &group) == -1))
 		return -1;
+	cf->cf_metrics_gid = (gid_t)-1;
+	if (group != NULL) {
+		if (listen == NULL || strncmp(listen, "unix:", 5) != 0)
+			return cf_err(cx, "metrics.group",
+			    "only with a unix: listener");
+		if (cf_group(cx, "metrics.group", group, &cf->cf_metrics_gid) ==
+		    -1)
+			return -1;
+		if ((cf->cf_metrics_group =
+			    cf_strdup(cx, "metrics.group", group)) == NULL)
+			return -1;
+	}
 	if (cf_str(cx, "", root, "state_dir", 0, &sd) == -1 ||
 	    cf_str(cx, "", root, "ready_file", 0, &ready) == -1)
 		return -1;

@@ -375,7 +375,8 @@ reload_compatible(const struct config *o, const struct config *n, char *why,
 	else if (!SAME_STR(o->cf_admin_socket, n->cf_admin_socket))
 		snprintf(why, whylen,
 		    "%s: admin.socket: cannot change on reload", n->cf_path);
-	else if (!SAME_STR(o->cf_metrics_listen, n->cf_metrics_listen))
+	else if (!SAME_STR(o->cf_metrics_listen, n->cf_metrics_listen) ||
+	    o->cf_metrics_gid != n->cf_metrics_gid)
 		snprintf(why, whylen,
 		    "%s: metrics.listen: cannot change on reload", n->cf_path);
 	else if (o->cf_np.np_mode != n->cf_np.np_mode)
@@ -877,8 +878,8 @@ open_control(char *why, size_t whylen)
 		return -1;
 	}
 	if (d_env.pe_cf->cf_metrics_listen != NULL &&
-	    metrics_listen(d_env.pe_base, d_env.pe_cf->cf_metrics_listen, why,
-		whylen) == -1) {
+	    metrics_listen(d_env.pe_base, d_env.pe_cf->cf_metrics_listen,
+		d_env.pe_cf->cf_metrics_gid, why, whylen) == -1) {
 		log_warnx("metrics.listen: %s", why);
 		return -1;
 	}

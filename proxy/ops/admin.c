@@ -321,7 +321,8 @@ admin_open(struct event_base *base, const char *path, uid_t owner,
 	}
 	admin.ad_owner = owner;
 	admin.ad_ops = ops;
-	if ((fd = unixsock_listen(path, 0600, owner, why, whylen)) == -1)
+	if ((fd = unixsock_listen(path, 0600, owner, (gid_t)-1, why, whylen)) ==
+	    -1)
 		goto fail;
 	admin.ad_lev = evconnlistener_new(base, admin_accept_cb, NULL,
 	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);

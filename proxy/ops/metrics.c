@@ -995,8 +995,8 @@ metrics_accept_error_cb(struct evconnlistener *lev, void *arg)
 }
 
 int
-metrics_listen(struct event_base *base, const char *listen, char *why,
-    size_t whylen)
+metrics_listen(struct event_base *base, const char *listen, gid_t group,
+    char *why, size_t whylen)
 {
 	struct sockaddr_storage ss;
 	struct evconnlistener *lev = NULL;
@@ -1011,8 +1011,10 @@ metrics_listen(struct event_base *base, const char *listen, char *why,
 	metrics_base = base;
 
 	if (strncmp(listen, "unix:", 5) == 0) {
-		if ((fd = unixsock_listen(listen + 5, 0600, (uid_t)-1, why,
-			 whylen)) == -1)
+		/* With a group, its members (a collector) may read too. */
+		if ((fd = unixsock_listen(listen + 5,
+			 group != (gid_t)-1 ? 0660 : 0600, (uid_t)-1, group,
+			 why, whylen)) == -1)
 			goto fail;
 		if ((metrics_unix_path = strdup(listen + 5)) == NULL) {
 			close(fd);

@@ -169,8 +169,8 @@ void metrics_budget(const struct budget *);
  * Serve GET /metrics on listen ("host:port", or "unix:/path" created with
  * mode 0600). Returns 0, or -1 with why set.
  */
-int metrics_listen(struct event_base *, const char *listen, char *why,
-    size_t whylen);
+int metrics_listen(struct event_base *, const char *listen, gid_t group,
+    char *why, size_t whylen);
 /* Close the listener (and unlink its unix socket); counters stay. */
 void metrics_close(void);
 /* Render every family into buf (also used by the unit tests). 0 or -1. */

@@ -21,8 +21,8 @@
 #define UNIXSOCK_BACKLOG 16
 
 int
-unixsock_listen(const char *path, mode_t mode, uid_t owner, char *why,
-    size_t whylen)
+unixsock_listen(const char *path, mode_t mode, uid_t owner, gid_t group,
+    char *why, size_t whylen)
 {
 	struct sockaddr_un sun;
 	struct stat st;
@@ -72,8 +72,9 @@ unixsock_listen(const char *path, mode_t mode, uid_t owner, char *why,
 		return -1;
 	}
 	if (chmod(path, mode & 0777) == -1 ||
-	    (owner != (uid_t)-1 && owner != geteuid() &&
-		chown(path, owner, (gid_t)-1) == -1) ||
+	    ((owner != (uid_t)-1 && owner != geteuid()) || group != (gid_t)-1 ?
+		    chown(path, owner, group) == -1 :
+		    0) ||
 	    listen(fd, UNIXSOCK_BACKLOG) == -1) {
 		snprintf(why, whylen, "%s: %s", path, strerror(errno));
 		close(fd);

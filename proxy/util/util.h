@@ -72,7 +72,7 @@ void log_ssl_errors(char *buf, size_t len);
  * chowned to owner unless owner is (uid_t)-1. Returns a non-blocking,
  * close-on-exec listening fd, or -1 with why set.
  */
-int unixsock_listen(const char *path, mode_t mode, uid_t owner, char *why,
-    size_t whylen);
+int unixsock_listen(const char *path, mode_t mode, uid_t owner, gid_t group,
+    char *why, size_t whylen);
 
 #endif

@@ -741,7 +741,9 @@ test_listener(void **state)
 	snprintf(path, sizeof(path), "%s/metrics.sock", dir);
 	snprintf(listen, sizeof(listen), "unix:%s", path);
 	/* A stale socket from an earlier run is replaced. */
-	assert_int_equal(metrics_listen(base, listen, why, sizeof(why)), 0);
+	assert_int_equal(metrics_listen(base, listen, (gid_t)-1, why,
+			     sizeof(why)),
+	    0);
 	metrics_close();
 	assert_int_equal(lstat(path, &st), -1);
 	{
@@ -756,7 +758,9 @@ test_listener(void **state)
 		    0);
 		close(fd);
 	}
-	assert_int_equal(metrics_listen(base, listen, why, sizeof(why)), 0);
+	assert_int_equal(metrics_listen(base, listen, (gid_t)-1, why,
+			     sizeof(why)),
+	    0);
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
 	metrics_request(NULL, 0, REASON_TOKEN_MISSING, 1, 1, 0.01);
@@ -796,7 +800,9 @@ test_listener(void **state)
 		assert_true(fd >= 0);
 		close(fd);
 	}
-	assert_int_equal(metrics_listen(base, listen, why, sizeof(why)), -1);
+	assert_int_equal(metrics_listen(base, listen, (gid_t)-1, why,
+			     sizeof(why)),
+	    -1);
 	assert_non_null(strstr(why, "not a socket"));
 	assert_int_equal(stat(path, &st), 0);
 	unlink(path);
@@ -825,6 +831,36 @@ unix_connect(const char *path)
  * one), answers one request per connection and holds at most 16
  * connections: each refusal closes (http_exchange reads to EOF).
  */
+/* metrics.group: the unix socket is 0660 and that group's. */
+static void
+test_listener_group(void **state)
+{
+	struct event_base *base = event_base_new();
+	char dir[] = "/tmp/sluice-test-metrics-XXXXXX";
+	char path[96], listen[160], why[256] = "";
+	struct stat st;
+	gid_t g = getegid();
+
+	(void)state;
+	assert_non_null(base);
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/metrics.sock", dir);
+	snprintf(listen, sizeof(listen), "unix:%s", path);
+	assert_int_equal(metrics_listen(base, listen, g, why, sizeof(why)), 0);
+	assert_int_equal(lstat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0660);
+	assert_int_equal(st.st_gid, g);
+	metrics_close();
+	assert_int_equal(metrics_listen(base, listen, (gid_t)-1, why,
+			     sizeof(why)),
+	    0);
+	assert_int_equal(lstat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	metrics_close();
+	rmdir(dir);
+	event_base_free(base);
+}
+
 static void
 test_listener_strict_and_capped(void **state)
 {
@@ -850,7 +886,9 @@ test_listener_strict_and_capped(void **state)
 	assert_non_null(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/metrics.sock", dir);
 	snprintf(listen, sizeof(listen), "unix:%s", path);
-	assert_int_equal(metrics_listen(base, listen, why, sizeof(why)), 0);
+	assert_int_equal(metrics_listen(base, listen, (gid_t)-1, why,
+			     sizeof(why)),
+	    0);
 	for (i = 0; i < SL_NELEM(bad); i++) {
 		r = http_exchange(base, path, bad[i]);
 		if (strstr(r, " 400 ") == NULL)
@@ -899,7 +937,8 @@ test_listen_errors(void **state)
 	assert_non_null(base);
 	for (i = 0; i < SL_NELEM(bad); i++) {
 		why[0] = '\0';
-		if (metrics_listen(base, bad[i], why, sizeof(why)) != -1)
+		if (metrics_listen(base, bad[i], (gid_t)-1, why, sizeof(why)) !=
+		    -1)
 			fail_msg("accepted %s", bad[i]);
 		assert_true(why[0] != '\0');
 	}
@@ -916,6 +955,7 @@ main(void)
 		cmocka_unit_test_setup(test_reload_outcome, setup),
 		cmocka_unit_test_setup(test_route_cap, setup),
 		cmocka_unit_test_setup(test_listener_strict_and_capped, setup),
+		cmocka_unit_test_setup(test_listener_group, setup),
 		cmocka_unit_test_setup(test_listener, setup),
 		cmocka_unit_test_setup(test_listen_errors, setup),
 	};
