@@ -53,6 +53,18 @@ struct np_upstream {
 };
 
 /*
+ * netpolicy.inbound (sidecar): the replies of connections opened from
+ * outside to a port of the pod, from a source prefix (byte-aligned;
+ * 0: any address of the family). Never a new outbound flow.
+ */
+struct np_inbound {
+	int nb_family; /* AF_INET or AF_INET6 */
+	uint8_t nb_addr[16];
+	unsigned nb_prefix; /* bits, a multiple of 8 */
+	uint16_t nb_port;   /* TCP */
+};
+
+/*
  * The facts a ruleset is built from: a narrow copy of the daemon's policy
  * (proxy/netguard.c and proxy/cmd_netpolicy.c fill it from struct config),
  * so that this library needs no proxy/ header. Every pointer is borrowed
@@ -72,6 +84,8 @@ struct np_input {
 	size_t ni_nupstreams;
 	const struct sockaddr_storage *ni_listeners; /* gateway */
 	size_t ni_nlisteners;
+	const struct np_inbound *ni_inbound; /* sidecar */
+	size_t ni_ninbound;
 };
 
 /* The nftables expressions the model knows; anything else is NP_E_OTHER. */

@@ -384,9 +384,10 @@ network_field_name(const struct ctx *c, const struct np_expr *p)
 		if (p->ex_offset == 8 && p->ex_len == 1)
 			return "ip ttl";
 	} else if (c->nfproto == NFPROTO_IPV6) {
-		if (p->ex_offset == 8 && p->ex_len == 16)
+		/* Shorter: a byte-aligned prefix, as for IPv4. */
+		if (p->ex_offset == 8 && p->ex_len >= 1 && p->ex_len <= 16)
 			return "ip6 saddr";
-		if (p->ex_offset == 24 && p->ex_len == 16)
+		if (p->ex_offset == 24 && p->ex_len >= 1 && p->ex_len <= 16)
 			return "ip6 daddr";
 		if (p->ex_offset == 7 && p->ex_len == 1)
 			return "ip6 hoplimit";
@@ -457,6 +458,17 @@ field_value(struct sb *sb, const struct ctx *c, const struct np_expr *p,
 
 		memcpy(a4, data, len);
 		inet_ntop(AF_INET, a4, addr, sizeof(addr));
+		sb_printf(sb, "%s/%u", addr, len * 8);
+		return 0;
+	}
+	if (p->ex_base == NFT_PAYLOAD_NETWORK_HEADER &&
+	    c->nfproto == NFPROTO_IPV6 && len < 16 &&
+	    (p->ex_offset == 8 || p->ex_offset == 24)) {
+		uint8_t a6[16];
+
+		memset(a6, 0, sizeof(a6));
+		memcpy(a6, data, len);
+		inet_ntop(AF_INET6, a6, addr, sizeof(addr));
 		sb_printf(sb, "%s/%u", addr, len * 8);
 		return 0;
 	}

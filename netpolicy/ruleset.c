@@ -622,6 +622,41 @@ np_add_nd_rules(struct np_chain *ch)
 }
 
 /*
+ * netpolicy.inbound: the reply direction of TCP connections opened from
+ * outside to the pod's port, to the permitted sources. A flow the sandbox
+ * opens is in the original direction whatever its ports, so none of it
+ * matches: "ct direction reply ip daddr 10.0.0.0/8 tcp sport 8080 accept".
+ */
+static int
+np_add_inbound(struct np_chain *ch, const struct np_input *in)
+{
+	uint8_t reply = IP_CT_DIR_REPLY;
+	struct rb b;
+	size_t i;
+
+	for (i = 0; i < in->ni_ninbound; i++) {
+		const struct np_inbound *nb = &in->ni_inbound[i];
+		int v4 = nb->nb_family == AF_INET;
+
+		rb_init(&b, np_chain_add_rule(ch));
+		rb_ct_cmp(&b, NFT_CT_DIRECTION, 0, &reply, sizeof(reply));
+		if (nb->nb_prefix > 0)
+			rb_net_cmp(&b, v4 ? NFPROTO_IPV4 : NFPROTO_IPV6,
+			    v4 ? 16 : 24, nb->nb_addr, nb->nb_prefix / 8);
+		else {
+			uint8_t nfproto = v4 ? NFPROTO_IPV4 : NFPROTO_IPV6;
+
+			rb_meta_cmp(&b, NFT_META_NFPROTO, &nfproto, 1);
+		}
+		rb_sport(&b, IPPROTO_TCP, nb->nb_port);
+		rb_verdict(&b, NF_ACCEPT, NULL);
+		if (b.err)
+			return -1;
+	}
+	return 0;
+}
+
+/*
  * What an IPv6 stack sends by itself when an interface comes up: MLD
  * listener reports (hop limit 1) and router solicitations (hop limit 255)
  * to link-local multicast. Dropped by a counted rule of their own, before
@@ -1081,7 +1116,8 @@ np_build_sidecar(struct np_ruleset *rs, const struct np_input *in, char *why,
 	 * periodically anyway, and the sandbox has no business configuring
 	 * routes.
 	 */
-	if (np_add_nd_rules(ch) == -1 || np_add_quiet_drops(ch) == -1)
+	if (np_add_nd_rules(ch) == -1 || np_add_quiet_drops(ch) == -1 ||
+	    np_add_inbound(ch, in) == -1)
 		goto nomem;
 
 	if (np_add_log_drop(ch, in->ni_log_group) == -1 ||

@@ -106,6 +106,20 @@ struct audit_conf {
 
 enum netpolicy_mode { NETPOLICY_OFF = 0, NETPOLICY_SIDECAR, NETPOLICY_GATEWAY };
 
+/* netpolicy.inbound[i]: ports, and the source prefixes (parsed). */
+struct inbound_net {
+	int in_family; /* AF_INET or AF_INET6 */
+	uint8_t in_addr[16];
+	unsigned in_prefix; /* bits, a multiple of 8 */
+};
+struct inbound_conf {
+	uint16_t ib_ports[16];
+	size_t ib_nports;
+	char **ib_from; /* as written */
+	size_t ib_nfrom;
+	struct inbound_net ib_net[16];
+};
+
 struct netpolicy_conf {
 	enum netpolicy_mode np_mode;
 	char np_table[64];
@@ -116,6 +130,8 @@ struct netpolicy_conf {
 	char **np_ifaces; /* sandbox_interfaces patterns */
 	size_t np_nifaces;
 	int np_flush_on_exit;
+	struct inbound_conf *np_inbound; /* sidecar: accepted connections */
+	size_t np_ninbound;
 };
 
 /* Top-level "intercept": the local CA of intercepted tunnels. */

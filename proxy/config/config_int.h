@@ -118,6 +118,9 @@ int cf_load_tokens(struct cfctx *cx, const cJSON *root);
 
 /* routes.c */
 int cf_load_routes(struct cfctx *cx, const cJSON *root);
+/* inbound.c */
+int cf_load_inbound(struct cfctx *cx, const cJSON *np_obj);
+void cf_inbound_free(struct netpolicy_conf *np);
 /* intercept.c */
 int cf_load_intercept(struct cfctx *cx, const cJSON *root);
 int cf_check_intercept(struct cfctx *cx);

@@ -220,6 +220,7 @@ config_unref(struct config *cf)
 	free(cf->cf_audit.ac_path);
 	cf_strlist_free(cf->cf_np.np_resolvers, cf->cf_np.np_nresolvers);
 	cf_strlist_free(cf->cf_np.np_ifaces, cf->cf_np.np_nifaces);
+	cf_inbound_free(&cf->cf_np);
 	cf_intercept_free(&cf->cf_intercept);
 	free(cf->cf_admin_socket);
 	free(cf->cf_metrics_listen);

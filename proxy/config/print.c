@@ -169,6 +169,20 @@ config_print(const struct config *cf, FILE *f)
 	cJSON_AddItemToObject(o, "sandbox_interfaces",
 	    strarray(cf->cf_np.np_ifaces, cf->cf_np.np_nifaces));
 	cJSON_AddBoolToObject(o, "flush_on_exit", cf->cf_np.np_flush_on_exit);
+	a = cJSON_AddArrayToObject(o, "inbound");
+	for (i = 0; i < cf->cf_np.np_ninbound; i++) {
+		const struct inbound_conf *ib = &cf->cf_np.np_inbound[i];
+		cJSON *e = cJSON_CreateObject(), *ports;
+		size_t j;
+
+		ports = cJSON_AddArrayToObject(e, "ports");
+		for (j = 0; j < ib->ib_nports; j++)
+			cJSON_AddItemToArray(ports,
+			    cJSON_CreateNumber(ib->ib_ports[j]));
+		cJSON_AddItemToObject(e, "from",
+		    strarray(ib->ib_from, ib->ib_nfrom));
+		cJSON_AddItemToArray(a, e);
+	}
 	o = cJSON_AddObjectToObject(root, "admin");
 	add_str_or_null(o, "socket", cf->cf_admin_socket);
 	o = cJSON_AddObjectToObject(root, "metrics");

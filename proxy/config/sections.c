@@ -204,7 +204,7 @@ cf_load_netpolicy(struct cfctx *cx, const cJSON *root)
 {
 	static const char *const keys[] = { "mode", "table", "allow_loopback",
 		"resolvers", "log_group", "sandbox_interfaces", "flush_on_exit",
-		NULL };
+		"inbound", NULL };
 	struct netpolicy_conf *np = &cx->cf->cf_np;
 	const cJSON *obj = cJSON_GetObjectItemCaseSensitive(root, "netpolicy");
 	const char *mode = NULL, *table = "sluice", *p;
@@ -235,6 +235,8 @@ cf_load_netpolicy(struct cfctx *cx, const cJSON *root)
 		return cf_err(cx, "netpolicy.mode",
 		    "\"%s\" is not sidecar, gateway or off", mode);
 	np->np_mode = (enum netpolicy_mode)k;
+	if (cf_load_inbound(cx, obj) == -1)
+		return -1;
 	if (strlen(table) >= sizeof(np->np_table))
 		return cf_err(cx, "netpolicy.table", "longer than %zu bytes",
 		    sizeof(np->np_table) - 1);

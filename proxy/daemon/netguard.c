@@ -111,9 +111,10 @@ netguard_ruleset(const struct config *cf, char *why, size_t whylen)
 	const struct netpolicy_conf *np = &cf->cf_np;
 	struct sockaddr_storage *ls = NULL;
 	struct np_upstream *ups = NULL;
+	struct np_inbound *inb = NULL;
 	struct np_ruleset *rs = NULL;
 	struct np_input in;
-	size_t i, nls = 0;
+	size_t i, j, k, nls = 0, ninb = 0;
 
 	memset(&in, 0, sizeof(in));
 	switch (np->np_mode) {
@@ -159,8 +160,30 @@ netguard_ruleset(const struct config *cf, char *why, size_t whylen)
 	in.ni_nupstreams = cf->cf_nroutes;
 	in.ni_listeners = ls;
 	in.ni_nlisteners = nls;
+	/* netpolicy.inbound, one rule per port and source prefix. */
+	if (np->np_ninbound > 0 &&
+	    (inb = calloc(np->np_ninbound * 16 * 16, sizeof(*inb))) == NULL) {
+		snprintf(why, whylen, "netpolicy: out of memory");
+		goto out;
+	}
+	for (i = 0; i < np->np_ninbound; i++)
+		for (j = 0; j < np->np_inbound[i].ib_nports; j++)
+			for (k = 0; k < np->np_inbound[i].ib_nfrom; k++) {
+				const struct inbound_net *n =
+				    &np->np_inbound[i].ib_net[k];
+
+				inb[ninb].nb_family = n->in_family;
+				memcpy(inb[ninb].nb_addr, n->in_addr, 16);
+				inb[ninb].nb_prefix = n->in_prefix;
+				inb[ninb].nb_port =
+				    np->np_inbound[i].ib_ports[j];
+				ninb++;
+			}
+	in.ni_inbound = inb;
+	in.ni_ninbound = ninb;
 	rs = np_ruleset_build(&in, why, whylen);
 out:
+	free(inb);
 	free(ups);
 	free(ls);
 	return rs;

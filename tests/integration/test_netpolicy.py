@@ -429,5 +429,49 @@ class Sidecar(unittest.TestCase):
         p = self.np("verify")
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
 
+    def test_13_inbound(self):
+        # netpolicy.inbound: a connection from outside to the pod's 8080
+        # gets its replies out; without it the SYN-ACK is dropped; and the
+        # sandbox can never open a flow of its own from that port.
+        pol = h.write_policy(
+            self.dir, "policy-inbound.json",
+            {"mode": "sidecar", "table": "sluice", "allow_loopback": True,
+             "resolvers": [RES4], "log_group": 7,
+             "inbound": [{"ports": [8080], "from": ["198.18.10.0/24"]}]},
+            [h.route("model-proxy", "http://%s:8080/v1" % UP4)],
+            [{"name": "forward", "type": "forward",
+              "listen": "127.0.0.1:3128"}])
+        srv = h.Servers(self.sbx, ["tcp,%s,8080" % SBX4])
+        self.addCleanup(h.stop_pid, srv.proc)
+
+        def inbound():
+            return h.probe(self.world, 0, "tcp", SBX4, 8080)
+        self.apply()  # no inbound: the reply is a way out, dropped
+        self.assertNotEqual(inbound(), "ok")
+        p = h.sluice("netpolicy", "apply", "-c", pol, "--netns",
+                     self.sbx.name)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(inbound(), "ok")
+        # The sandbox connecting out from source port 8080 to an
+        # address inside the permitted prefix: still dropped (a timeout,
+        # not a refused bind: the listener is gone first).
+        h.stop_pid(srv.proc)
+        argv = ["setpriv", "--reuid=%d" % h.WORKLOAD_UID,
+                "--regid=%d" % h.WORKLOAD_UID, "--clear-groups",
+                "--inh-caps=-all", h.PY_ANY, "-c",
+                "import socket,sys\n"
+                "s=socket.socket()\n"
+                "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+                "s.bind(('%s', 8080))\n"
+                "s.settimeout(1.5)\n"
+                "try:\n"
+                "    s.connect(('%s', 8080)); print('ok')\n"
+                "except OSError as e: print('error', e)\n" % (SBX4, UP4)]
+        out = self.sbx.run(argv, check=False, timeout=15).stdout.strip()
+        self.assertIn("timed out", out, "an outbound flow from port 8080")
+        p = h.sluice("netpolicy", "verify", "-c", pol, "--netns",
+                     self.sbx.name)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
 if __name__ == "__main__":
     h.main()

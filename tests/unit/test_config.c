@@ -835,6 +835,32 @@ static const struct err_row err_rows[] = {
 	{ "bad pin",
 	    UPSTREAM("'url':'https://cp.example.com/','pin_sha256':['abc']"),
 	    "routes[0].upstream.pin_sha256[0]: ", "" },
+	/* netpolicy.inbound. */
+	{ "inbound outside sidecar mode",
+	    POL(L_FWD, TOK, R_A,
+		"'netpolicy':{'mode':'off','inbound':[{'ports':[80],"
+		"'from':['198.18.0.0/16']}]}"),
+	    "netpolicy.inbound: ", "sidecar mode only" },
+	{ "inbound prefix not whole bytes",
+	    POL(L_FWD, TOK, R_A,
+		"'user':'nobody','netpolicy':{'inbound':[{'ports':[80],"
+		"'from':['198.18.0.0/15']}]}"),
+	    "netpolicy.inbound[0].from[0]: ", "whole-byte prefixes" },
+	{ "inbound host bits",
+	    POL(L_FWD, TOK, R_A,
+		"'user':'nobody','netpolicy':{'inbound':[{'ports':[80],"
+		"'from':['198.18.0.1/24']}]}"),
+	    "netpolicy.inbound[0].from[0]: ", "host bits" },
+	{ "inbound without from",
+	    POL(L_FWD, TOK, R_A,
+		"'user':'nobody','netpolicy':{'inbound':[{'ports':[80]}]}"),
+	    "netpolicy.inbound[0].from: ", "must name the sources" },
+	{ "inbound bad port",
+	    POL(L_FWD, TOK, R_A,
+		"'user':'nobody','netpolicy':{'inbound':[{'ports':[0],"
+		"'from':['0.0.0.0/0']}]}"),
+	    "netpolicy.inbound[0].ports[0]: ", "not a port" },
+
 	/* Interception: the section, the route keys, and their ties. */
 	{ "connect.intercept without the intercept section",
 	    ROUTE(UP_A ",'connect':{'enabled':true,'intercept':true}"),
