@@ -7,6 +7,7 @@
  * nothing outside this file (and main.c) calls into it.
  */
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -120,11 +121,50 @@ warn_injection_open_egress(const struct config *cf)
 		}
 }
 
+/*
+ * Each proxied request holds two descriptors (client, upstream): warn
+ * when max_connections cannot be reached under the descriptor limit that
+ * `sluice run` will have (it raises the soft limit to the hard one).
+ */
+#define FD_HEADROOM 64 /* listeners, audit, state, DNS, netlink, ... */
+
+static void
+warn_fd_limit(const struct config *cf)
+{
+	struct rlimit rl;
+	uint64_t need = 2 * cf->cf_limits.max_connections + FD_HEADROOM;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1 || rl.rlim_max == RLIM_INFINITY)
+		return;
+	if (need > (uint64_t)rl.rlim_max)
+		(void)fprintf(stderr,
+		    "sluice: warning: limits.max_connections (%llu) needs "
+		    "about %llu file descriptors, and the limit here is %llu: "
+		    "raise it (ulimit -n, systemd LimitNOFILE=) or lower "
+		    "max_connections\n",
+		    (unsigned long long)cf->cf_limits.max_connections,
+		    (unsigned long long)need, (unsigned long long)rl.rlim_max);
+}
+
+/* The soft descriptor limit up to the hard one (before any socket). */
+static void
+raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) == -1)
+			log_warn("setrlimit RLIMIT_NOFILE");
+	}
+}
+
 void
 warn_policy(const struct config *cf)
 {
 	warn_unprivileged_ports(cf);
 	warn_injection_open_egress(cf);
+	warn_fd_limit(cf);
 }
 
 void
@@ -961,6 +1001,7 @@ serve(const struct run_opts *op)
 		fprintf(stderr, "%s\n", why);
 		return SL_EXIT_INVALID;
 	}
+	raise_fd_limit();
 	warn_policy(d_env.pe_cf);
 	if ((d_env.pe_base = event_base_new()) == NULL ||
 	    resolve_init(d_env.pe_base) == -1)

@@ -182,6 +182,25 @@ class TestPolicySchema(unittest.TestCase):
         self.assertNotIn("injects credentials", p.stderr)
         self.assertEqual(self.errors(json.loads(p.stdout)), [])
 
+    def test_fd_limit_warning(self):
+        """max_connections beyond the descriptor limit: check warns."""
+        import resource
+
+        def low():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+        doc = self.minimal()
+        p = self.write("policy.json", json.dumps(doc).encode())
+        r = subprocess.run([ENV.bin, "check", "-c", p], capture_output=True,
+                           text=True, timeout=30, preexec_fn=low)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("limits.max_connections (4096) needs about 8256 file "
+                      "descriptors, and the limit here is 1024", r.stderr)
+        doc["limits"] = {"max_connections": 400}
+        p = self.write("policy.json", json.dumps(doc).encode())
+        r = subprocess.run([ENV.bin, "check", "-c", p], capture_output=True,
+                           text=True, timeout=30, preexec_fn=low)
+        self.assertNotIn("file descriptors", r.stderr)
+
     def test_refused_by_both(self):
         """Mistakes the loader refuses are refused by the schema too."""
         cases = {
