@@ -1269,6 +1269,43 @@ np_listener_ct_rule(struct np_chain *ch, const struct sockaddr_storage *ss,
  * listener, traffic of a connection to a listener, or neighbour discovery,
  * and whatever its source could not have come from ends there first.
  */
+/*
+ * From each sandbox interface: input to sandbox_in, forward to
+ * sandbox_drop. 0, or -1 with why.
+ */
+static int
+np_iface_jumps(struct np_chain *ch_in, struct np_chain *ch_fwd,
+    const struct np_input *in, char *why, size_t whylen)
+{
+	struct rb b;
+	size_t i;
+
+	for (i = 0; i < in->ni_nifaces; i++) {
+		const char *pat = in->ni_ifaces[i];
+
+		rb_init(&b, np_chain_add_rule(ch_in));
+		if (pat == NULL || rb_iifname(&b, pat) == -1) {
+			np_why(why, whylen,
+			    "netpolicy.sandbox_interfaces[%zu]: not an "
+			    "interface name or prefix*",
+			    i);
+			return -1;
+		}
+		rb_verdict(&b, NFT_JUMP, NP_CHAIN_SANDBOX_IN);
+		if (b.err)
+			goto nomem;
+		rb_init(&b, np_chain_add_rule(ch_fwd));
+		(void)rb_iifname(&b, pat);
+		rb_verdict(&b, NFT_JUMP, NP_CHAIN_SANDBOX_DROP);
+		if (b.err)
+			goto nomem;
+	}
+	return 0;
+nomem:
+	np_why(why, whylen, "netpolicy: out of memory");
+	return -1;
+}
+
 static int
 np_build_gateway(struct np_ruleset *rs, const struct np_input *in, char *why,
     size_t whylen)
@@ -1299,26 +1336,8 @@ np_build_gateway(struct np_ruleset *rs, const struct np_input *in, char *why,
 	ch_sin = &rs->rs_chains[2];
 	ch_drop = &rs->rs_chains[3];
 
-	for (i = 0; i < in->ni_nifaces; i++) {
-		const char *pat = in->ni_ifaces[i];
-
-		rb_init(&b, np_chain_add_rule(ch_in));
-		if (pat == NULL || rb_iifname(&b, pat) == -1) {
-			np_why(why, whylen,
-			    "netpolicy.sandbox_interfaces[%zu]: not an "
-			    "interface name or prefix*",
-			    i);
-			return -1;
-		}
-		rb_verdict(&b, NFT_JUMP, NP_CHAIN_SANDBOX_IN);
-		if (b.err)
-			goto nomem;
-		rb_init(&b, np_chain_add_rule(ch_fwd));
-		(void)rb_iifname(&b, pat);
-		rb_verdict(&b, NFT_JUMP, NP_CHAIN_SANDBOX_DROP);
-		if (b.err)
-			goto nomem;
-	}
+	if (np_iface_jumps(ch_in, ch_fwd, in, why, whylen) == -1)
+		return -1;
 
 	/*
 	 * Reverse path: a source that would not be routed back out of the
