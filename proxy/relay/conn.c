@@ -26,7 +26,10 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include "proxy/config/config.h"
 #include "proxy/ops/ops.h"
@@ -389,14 +392,25 @@ conn_linger_start(struct conn *c)
 	 * write side and discard input until EOF or the linger time.
 	 */
 	c->cn_lingering = 1;
-	/*
-	 * Under a TLS filter (an intercepted tunnel) the records may still
-	 * wait in the socket's own output: no shutdown under them; the
-	 * client's EOF or the linger time ends the connection.
-	 */
-	if (bufferevent_get_underlying(c->cn_bev) == NULL)
-		(void)shutdown(bufferevent_getfd(c->cn_bev), SHUT_WR);
 	evtimer_del(c->cn_timer);
+	/*
+	 * Under a TLS filter (an intercepted tunnel) the last records may
+	 * still wait in the socket's own output: send close_notify after
+	 * them and shut the socket only once they are out (polled from the
+	 * timer), so the client sees the end at once, not at linger's end.
+	 */
+	if (bufferevent_get_underlying(c->cn_bev) != NULL) {
+		SSL *ssl = bufferevent_openssl_get_ssl(c->cn_bev);
+
+		if (ssl != NULL)
+			(void)SSL_shutdown(ssl);
+		ERR_clear_error();
+		c->cn_tls_wait = 1;
+		tv = sl_ms_tv(CONN_TLS_POLL_MS);
+		timer_on(c, c->cn_timer, &tv);
+		return;
+	}
+	(void)shutdown(bufferevent_getfd(c->cn_bev), SHUT_WR);
 	timer_on(c, c->cn_timer, &tv);
 }
 
@@ -435,6 +449,22 @@ conn_header_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	/* The event loop refused an event. */
 	if (c->cn_broken) {
 		conn_close(c, REASON_INTERNAL_ERROR);
+		return;
+	}
+	/* TLS: the last records out? Then shut, and linger as usual. */
+	if (c->cn_lingering && c->cn_tls_wait > 0) {
+		struct bufferevent *u = bufferevent_get_underlying(c->cn_bev);
+		struct timeval tv = sl_ms_tv(CONN_TLS_POLL_MS);
+
+		if ((u == NULL ||
+			evbuffer_get_length(bufferevent_get_output(u)) == 0) ||
+		    c->cn_tls_wait * CONN_TLS_POLL_MS >= CONN_LINGER_MS) {
+			(void)shutdown(bufferevent_getfd(c->cn_bev), SHUT_WR);
+			c->cn_tls_wait = 0;
+			tv = sl_ms_tv(CONN_LINGER_MS);
+		} else
+			c->cn_tls_wait++;
+		timer_on(c, c->cn_timer, &tv);
 		return;
 	}
 	/* The linger time after a last response is over. */

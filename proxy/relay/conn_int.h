@@ -33,6 +33,7 @@ struct route;
 #define CONN_MAX_HDRS      1000   /* the parser's field array */
 #define CONN_AUDIT_STR     1024   /* bytes of host/path kept for audit */
 #define CONN_LINGER_MS     2000   /* reading after a last response */
+#define CONN_TLS_POLL_MS   5      /* TLS: until the last records are out */
 #define CONN_MAX_DENIALS   64     /* refusals in a row on one connection */
 #define CONN_LINGER_MAX    262144 /* bytes discarded while closing */
 #define CONN_REPLAY_MAX    65536  /* bytes kept to retry on a fresh upstream */
@@ -158,6 +159,8 @@ struct conn {
 	int cn_draining;
 	unsigned cn_denials; /* refusals in a row, for the cap */
 	int cn_lingering;    /* FLUSH: write side shut, discarding input */
+	unsigned
+	    cn_tls_wait;     /* FLUSH under TLS: polls until the records left */
 	int cn_counted;      /* counted in clients_conn_add() */
 	int cn_broken;       /* the loop refused an event: close (timer) */
 	size_t cn_discarded; /* FLUSH: input bytes thrown away */
