@@ -37,6 +37,10 @@ static const struct command commands[] = {
 	{ "admin", cmd_admin,
 	    "sluice admin [-c POLICY.json | --socket PATH] "
 	    "status | reload | revoke JTI...\n" },
+	{ "certs", cmd_certs,
+	    "sluice certs init --dir DIR [--days N] [--name CN] "
+	    "[--permit HOST]... [--permit-from POLICY.json]\n"
+	    "sluice certs show --dir DIR\n" },
 };
 
 #define VERSION_USAGE "sluice --version\nsluice help [COMMAND]\n"
