@@ -102,6 +102,7 @@ struct conn {
 	uint64_t resp_off;  /* offset of the next body byte (content) */
 	unsigned ev_i;      /* next SSE event */
 	unsigned ev_n;      /* SSE events in all */
+	char ev_name[32];   /* SSE "event:" field, "" for none */
 	uint64_t gap_ms;
 	uint64_t piece;
 	int resp_chunked;
@@ -859,10 +860,14 @@ static void
 stream_step(struct conn *c)
 {
 	struct evbuffer *out = bufferevent_get_output(c->bev);
-	char ev[64];
+	char ev[96];
 	int n;
 
-	n = snprintf(ev, sizeof(ev), SSE_FMT, c->ev_i);
+	if (c->ev_name[0] != '\0')
+		n = snprintf(ev, sizeof(ev), "event: %s\n" SSE_FMT, c->ev_name,
+		    c->ev_i);
+	else
+		n = snprintf(ev, sizeof(ev), SSE_FMT, c->ev_i);
 	evbuffer_add_printf(out, "%x\r\n%s\r\n", (unsigned)n, ev);
 	c->ev_i++;
 	if (c->ev_i < c->ev_n) {
@@ -952,10 +957,19 @@ dispatch(struct conn *c)
 	c->state = CS_RESPOND;
 	c->resp = RK_NONE;
 	c->resp_off = 0;
-	if (strcmp(ep, "stream") == 0) {
+	/* ?sse=1 selects the stream on any path (an SDK picks the path). */
+	if (strcmp(ep, "stream") == 0 ||
+	    (query_str(query, "sse", kind, sizeof(kind)) != NULL &&
+		strcmp(kind, "1") == 0)) {
 		c->ev_n = (unsigned)query_num(query, "n", 5, MAX_EVENTS);
 		c->ev_i = 0;
 		c->gap_ms = query_num(query, "gap_ms", 300, MAX_GAP_MS);
+		/* ?event=NAME: an "event:" line per event (letters, '_'). */
+		if (query_str(query, "event", c->ev_name, sizeof(c->ev_name)) ==
+			NULL ||
+		    c->ev_name[strspn(c->ev_name,
+			"abcdefghijklmnopqrstuvwxyz_")] != '\0')
+			c->ev_name[0] = '\0';
 		write_head(c, 200, "text/event-stream", 1, 0);
 		c->resp = RK_STREAM;
 		if (c->ev_n == 0) {
