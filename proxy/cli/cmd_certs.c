@@ -49,7 +49,7 @@ struct permits {
 static int
 certs_usage(void)
 {
-	fputs(certs_usage_text, stderr);
+	(void)fputs(certs_usage_text, stderr);
 	return SL_EXIT_USAGE;
 }
 
@@ -292,7 +292,7 @@ show_cert(X509 *cert, const char *what)
 		free(buf);
 		return -1;
 	}
-	fputs(buf, stdout);
+	(void)fputs(buf, stdout);
 	free(buf);
 	return 0;
 }
