@@ -171,6 +171,45 @@ class CertsCli(unittest.TestCase):
         # An IPv4 literal is permitted, so only IPv6 is excluded wholesale.
         self.assertEqual(excluded, ["IP:0:0:0:0:0:0:0:0/0:0:0:0:0:0:0:0"])
 
+    def sign_leaf(self, d, name, san):
+        """A leaf for san signed by hand with the CA's key (openssl)."""
+        key, csr = self.path(name + ".key"), self.path(name + ".csr")
+        crt, ext = self.path(name + ".pem"), self.path(name + ".ext")
+        with open(ext, "w") as f:
+            f.write("basicConstraints=critical,CA:FALSE\n"
+                    "keyUsage=critical,digitalSignature\n"
+                    "extendedKeyUsage=serverAuth\n"
+                    "subjectAltName=%s\n" % san)
+        p = run("openssl", "req", "-new", "-newkey", "ec", "-pkeyopt",
+                "ec_paramgen_curve:P-256", "-nodes", "-keyout", key,
+                "-out", csr, "-subj", "/CN=" + name)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p = run("openssl", "x509", "-req", "-in", csr, "-CA",
+                os.path.join(d, "ca.pem"), "-CAkey", os.path.join(d, "ca.key"),
+                "-CAcreateserial", "-out", crt, "-days", "1", "-extfile", ext)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return run("openssl", "verify", "-CAfile", os.path.join(d, "ca.pem"),
+                   crt)
+
+    def test_constraints_hold_against_the_ca_key(self):
+        # Even with the CA's own key, a leaf outside --permit fails to
+        # verify: the constraint is in the CA certificate clients trust.
+        d = self.init("--permit", "api.example")
+        ok = self.sign_leaf(d, "inside", "DNS:api.example")
+        self.assertEqual(ok.returncode, 0, ok.stdout + ok.stderr)
+        sub = self.sign_leaf(d, "sub", "DNS:eu.api.example")
+        self.assertEqual(sub.returncode, 0, sub.stdout + sub.stderr)
+        for name, san in (("evil", "DNS:evil.example"),
+                          ("parent", "DNS:example"),
+                          ("suffix", "DNS:api.example.evil.example"),
+                          ("addr", "IP:198.18.7.9")):
+            with self.subTest(san=san):
+                p = self.sign_leaf(d, name, san)
+                self.assertNotEqual(p.returncode, 0, san)
+                out = (p.stdout + p.stderr).decode()
+                self.assertRegex(out, r"(permitted|excluded) subtree "
+                                 r"violation", san)
+
     def test_permit_dns_only_excludes_every_address(self):
         d = self.init("--permit", "api.example")
         permitted, excluded = constraints(openssl_text(

@@ -571,11 +571,17 @@ class TestIntercept(st.ProxyTestCase):
         self.assertNothingUpstream(self.up, m, "after an SNI mismatch")
         # The same with curl: --connect-to sends the CONNECT for one name
         # while TLS names another.
+        am = self.audit_mark()
         r = self.ucurl(["--connect-to", "%s:443:%s:443" % (OPENAI, MODEL),
                         "-d", "{}"],
                        "https://%s/v1/messages" % OPENAI, tok=self.tok)
         self.assertNotEqual(r.rc, 0, r)
         self.assertEqual(r.status, 0, r)
+        line = self.tunnel_line(am)
+        self.assertEqual(line.get("host"), "%s:443" % MODEL, line)
+        self.assertEqual(line.get("reason"), "client_tls_error", line)
+        self.assertEqual(line.get("detail"), "sni_mismatch", line)
+        self.assertNothingUpstream(self.up, m, "after an SNI mismatch")
 
     def test_h2_only_client(self):
         m, am = self.up.log.mark(), self.audit_mark()
