@@ -6,7 +6,12 @@
 # with ssl_bump (its own CA). Same client (tests/bench/tunnelpost.c) trusting
 # each peer's CA, same upstream, medians over rounds, ratios in one run.
 #
-#   sudo tests/bench/intercept.sh [--rounds N] [--duration S] [--peers "..."]
+#   sudo tests/bench/intercept.sh [--rounds N] [--duration S] [--conns N]
+#       [--mem-n N] [--peers "..."]
+#
+# Per peer start: the memory of MEM_N (1000) idle intercepted tunnels (each
+# with one POST done, so both TLS legs are up): VmRSS growth of the proxy's
+# process tree divided by the open tunnels; then the throughput run.
 #
 # Uses ../shared/bench (BENCH_DIR) for the topology (netns bn-client,
 # bn-proxy, bn-up), the peer start/stop and the CPU placement: the proxy
@@ -31,14 +36,16 @@ BENCH_DIR=${BENCH_DIR:-$(cd "$top/../shared/bench" && pwd)}
 ROUNDS=3
 DUR=10
 CONNS=64
+MEM_N=1000
 PEERS="sluice-intercept mitmproxy squid-bump"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rounds) ROUNDS=$2; shift 2 ;;
 	--duration) DUR=$2; shift 2 ;;
 	--conns) CONNS=$2; shift 2 ;;
+	--mem-n) MEM_N=$2; shift 2 ;;
 	--peers) PEERS=$2; shift 2 ;;
-	*) echo "usage: $0 [--rounds N] [--duration S] [--conns N] [--peers \"...\"]" >&2; exit 2 ;;
+	*) echo "usage: $0 [--rounds N] [--duration S] [--conns N] [--mem-n N] [--peers \"...\"]" >&2; exit 2 ;;
 	esac
 done
 export PEER_DIR="$here/peers${PEER_DIR:+:$PEER_DIR}"
@@ -92,6 +99,23 @@ OUT=$top/bench-results/intercept-$(date -u +%Y%m%d-%H%M%S).jsonl
 	echo "load on this machine: $(cut -d' ' -f1-3 /proc/loadavg)"
 } > "${OUT%.jsonl}.meta.txt"
 
+# mem_one PEER ARGS...: MEM_N idle tunnels, the proxy's RSS growth per tunnel
+mem_one() {
+	local peer=$1 before during open per tpid; shift
+	before=$(tree_status_sum "$PEER_PID" VmRSS)
+	in_client taskset -c "$LOAD_CPUS" "$TP" -c "$MEM_N" -I 6 "$@" \
+	    > "$STATE/idle.out" 2> "$STATE/idle.err" &
+	tpid=$!
+	for _ in $(seq 900); do grep -q '^idle' "$STATE/idle.out" && break; sleep 0.1; done
+	sleep 1
+	during=$(tree_status_sum "$PEER_PID" VmRSS)
+	wait "$tpid" || true
+	open=$(sed -n 's/^idle //p' "$STATE/idle.out"); open=${open:-0}
+	per=$(( open > 0 ? (during - before) * 1024 / open : 0 ))
+	echo "{\"peer\":\"$peer\",\"unit\":\"idle\",\"round\":$r,\"open\":$open,\"rss_per_conn_bytes\":$per,\"rss_before_kb\":$before,\"rss_during_kb\":$during}" >> "$OUT"
+	log "$peer idle: $open tunnels, $per bytes RSS each ($before -> $during kB)"
+}
+
 # run_one PEER UNIT ARGS...: tunnelpost in bn-client, one JSON line to OUT
 run_one() {
 	local peer=$1 unit=$2 t0 t1 w0 w1 line; shift 2
@@ -117,6 +141,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		  [ -s "$BN_INTERCEPT_CA" ] || die "$peer wrote no CA"
 		  # warm-up: the leaf is minted, caches filled
 		  in_client "$TP" -c 1 -d 1 -x "${PEER_URL#http://}" -t "$UP" -C "$BN_INTERCEPT_CA" >/dev/null 2>&1 || true
+		  mem_one "$peer" -m tunnel -x "${PEER_URL#http://}" -t "$UP" -C "$BN_INTERCEPT_CA"
 		  run_one "$peer" tunnel -m tunnel -x "${PEER_URL#http://}" -t "$UP" -C "$BN_INTERCEPT_CA"
 		  if [ -n "${BN_REVERSE:-}" ]; then
 			BN_PROXY_AUTH="" run_one "$peer" reverse -m plain -t "$BN_REVERSE" -H "$BN_REVERSE_AUTH"
@@ -139,6 +164,8 @@ ref = med(("sluice-intercept", "tunnel"), "rps")
 print("| peer | unit | rps (median) | x of this / sluice intercept | p50 us | p99 us | proxy cpu % | errors |")
 print("|---|---|---|---|---|---|---|---|")
 for k in sorted(by):
+    if k[1] == "idle":
+        continue
     rps = med(k, "rps")
     ratio = "%.2f" % (ref / rps) if ref and rps else "-"
     print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
@@ -146,4 +173,12 @@ for k in sorted(by):
         med(k, "proxy_cpu_pct"), sum(x.get("errors", 0) + x.get("open_errors", 0) for x in by[k])))
 print()
 print("x column: sluice intercept rps divided by the row's rps (targets: mitmproxy >= 10, squid-bump >= 2, sluice reverse <= 1/0.7 = 1.43)")
+print()
+print("| peer | idle tunnels open (median) | RSS per idle intercepted tunnel, bytes (median) |")
+print("|---|---|---|")
+for k in sorted(by):
+    if k[1] == "idle":
+        print("| %s | %s | %s |" % (k[0], med(k, "open"), med(k, "rss_per_conn_bytes")))
+print()
+print("target: sluice <= 48 KiB (49152 bytes) per idle intercepted tunnel, both TLS legs")
 PY

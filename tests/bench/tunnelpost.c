@@ -15,9 +15,14 @@
  * Prints one JSON line: requests, requests/s, per-request latency p50/p99
  * (from the write of a round to each response), errors.
  *
+ * With -I SECONDS (idle mode): each connection carries one POST, then
+ * "idle N" (N connections open) is printed and flushed, all are held open
+ * and idle for SECONDS (the caller measures the proxy's memory meanwhile),
+ * and the JSON line follows.
+ *
  * usage: tunnelpost -t HOST:PORT [-x PROXYIP:PORT] [-m tunnel|plain]
  *        [-c CONNS] [-j THREADS] [-d SECONDS] [-P PATH] [-b BODY_BYTES]
- *        [-C CAFILE] [-n SNI] [-H "Name: value"]
+ *        [-C CAFILE] [-n SNI] [-H "Name: value"] [-I SECONDS]
  */
 #define _GNU_SOURCE
 #include <sys/socket.h>
@@ -41,13 +46,13 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#define MAX_CONNS 4096
+#define MAX_CONNS 20000
 #define MAX_LAT   (1 << 22)
 
 static const char *target, *proxy, *path = "/v1/messages", *cafile, *sni;
 static const char *extra_hdr;
 static int tunnel = 1, nconns = 64, nthreads = 2, body_bytes = 64;
-static double duration = 10;
+static double duration = 10, idle_hold;
 static SSL_CTX *ctx;
 static char req[8192];
 static size_t reqlen;
@@ -306,7 +311,7 @@ main(int argc, char **argv)
 	char *body;
 	int opt, i, per;
 
-	while ((opt = getopt(argc, argv, "t:x:m:c:j:d:P:b:C:n:H:")) != -1) {
+	while ((opt = getopt(argc, argv, "t:x:m:c:j:d:P:b:C:n:H:I:")) != -1) {
 		switch (opt) {
 		case 't':
 			target = optarg;
@@ -340,6 +345,9 @@ main(int argc, char **argv)
 			break;
 		case 'H':
 			extra_hdr = optarg;
+			break;
+		case 'I':
+			idle_hold = atof(optarg);
 			break;
 		default:
 			fprintf(stderr, "see the header of tunnelpost.c\n");
@@ -377,6 +385,32 @@ main(int argc, char **argv)
 			open_errors++;
 			conn_close(&conns[i]);
 		}
+	if (idle_hold > 0) {
+		for (i = 0; i < nconns; i++) {
+			struct conn *c = &conns[i];
+			int st;
+
+			if (c->fd < 0)
+				continue;
+			if (raw_write(c, req, reqlen) == -1 ||
+			    (st = read_response(c, 0)) < 200 || st > 299) {
+				errors++;
+				conn_close(c);
+				continue;
+			}
+			done++;
+		}
+		printf("idle %llu\n",
+		    (unsigned long long)(done > 0 ? done : 0));
+		fflush(stdout);
+		usleep((useconds_t)(idle_hold * 1e6));
+		printf("{\"tool\":\"tunnelpost\",\"mode\":\"idle\","
+		       "\"conns\":%d,\"open_errors\":%llu,\"open\":%llu,"
+		       "\"errors\":%llu}\n",
+		    nconns, (unsigned long long)open_errors,
+		    (unsigned long long)done, (unsigned long long)errors);
+		return 0;
+	}
 	ws = calloc((size_t)nthreads, sizeof(*ws));
 	per = nconns / nthreads;
 	t0 = now_s();

@@ -30,7 +30,8 @@ peer_render() {
       "upstream": { "url": "https://$up",
                     "ca_file": "$BENCH_DIR/upstream/cert.pem" } }
   ],
-  "limits": { "max_connections": 30000, "idle_timeout_ms": 300000 },
+  "limits": { "max_connections": 30000, "per_client_connections": 30000,
+              "idle_timeout_ms": 300000 },
   "audit": { "path": "$dir/audit.jsonl", "fsync": "${SLUICE_AUDIT_FSYNC:-interval}" },
   "netpolicy": { "mode": "off" },
   "state_dir": "$dir/state"
