@@ -59,6 +59,7 @@ struct cl_agg {
 	uint32_t ag_hash;
 	struct cl_addr ag_addr;
 	int ag_connect;
+	int ag_via; /* inside an intercepted CONNECT */
 	enum reason ag_reason;
 	int ag_status;
 	uint64_t ag_count; /* repeats since the last line */
@@ -291,6 +292,8 @@ cl_agg_write(struct cl_agg *e)
 	audit_add_cstr(a, "client", e->ag_client);
 	if (e->ag_has_route)
 		audit_add_cstr(a, "route", e->ag_route);
+	if (e->ag_via)
+		audit_add_cstr(a, "via", "connect");
 	if (e->ag_sub[0] != '\0')
 		audit_add_cstr(a, "sub", e->ag_sub);
 	if (e->ag_jti[0] != '\0')
@@ -347,11 +350,12 @@ cl_agg_match(const struct cl_agg *e, uint32_t h, const struct cl_addr *k,
 {
 #define SEQ(f, v) (strncmp(e->f, (v) != NULL ? (v) : "", sizeof(e->f) - 1) == 0)
 	return e->ag_used && e->ag_hash == h && cl_addr_eq(&e->ag_addr, k) &&
-	    e->ag_connect == r->cr_connect && e->ag_reason == r->cr_reason &&
-	    e->ag_status == r->cr_status && SEQ(ag_listener, r->cr_listener) &&
-	    SEQ(ag_route, r->cr_route) && SEQ(ag_sub, r->cr_sub) &&
-	    SEQ(ag_jti, r->cr_jti) && SEQ(ag_method, r->cr_method) &&
-	    SEQ(ag_host, r->cr_host) && SEQ(ag_path, r->cr_path) &&
+	    e->ag_connect == r->cr_connect && e->ag_via == r->cr_via &&
+	    e->ag_reason == r->cr_reason && e->ag_status == r->cr_status &&
+	    SEQ(ag_listener, r->cr_listener) && SEQ(ag_route, r->cr_route) &&
+	    SEQ(ag_sub, r->cr_sub) && SEQ(ag_jti, r->cr_jti) &&
+	    SEQ(ag_method, r->cr_method) && SEQ(ag_host, r->cr_host) &&
+	    SEQ(ag_path, r->cr_path) &&
 	    e->ag_has_route == (r->cr_route != NULL) &&
 	    e->ag_has_host == (r->cr_host != NULL) &&
 	    e->ag_has_path == (r->cr_path != NULL);
@@ -423,6 +427,7 @@ clients_aggregate(const struct clients_refusal *r)
 	e->ag_hash = h;
 	e->ag_addr = k;
 	e->ag_connect = r->cr_connect;
+	e->ag_via = r->cr_via;
 	e->ag_reason = r->cr_reason;
 	e->ag_status = r->cr_status;
 	cl_copy(e->ag_client, sizeof(e->ag_client), r->cr_client, NULL);

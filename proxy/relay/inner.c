@@ -118,6 +118,7 @@ icpt_event_cb(struct bufferevent *bev, short what, void *arg)
 	struct conn *c = arg;
 	struct icpt *it = c->cn_icpt;
 	const struct limits *l = &c->cn_env->pe_cf->cf_limits;
+	struct bufferevent *u;
 	struct timeval idle;
 
 	if (what & BEV_EVENT_CONNECTED) {
@@ -133,6 +134,19 @@ icpt_event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	it->it_detail = icpt_tls_detail(bev);
+	/*
+	 * The alert OpenSSL queued (no_application_protocol, say) waits in
+	 * the socket's output: best effort, a fresh socket takes it whole,
+	 * so the client learns why rather than seeing the connection drop.
+	 */
+	if ((u = bufferevent_get_underlying(bev)) != NULL) {
+		struct evbuffer *out = bufferevent_get_output(u);
+
+		/* A socket bufferevent freezes its output's start. */
+		evbuffer_unfreeze(out, 1);
+		(void)evbuffer_write(out, bufferevent_getfd(u));
+		evbuffer_freeze(out, 1);
+	}
 	conn_close(c, REASON_CLIENT_TLS_ERROR);
 }
 

@@ -173,6 +173,7 @@ int clients_refusal(const struct sockaddr *, int64_t now, uint64_t limit);
 struct clients_refusal {
 	const struct sockaddr *cr_peer;
 	int cr_connect; /* connect.tunnel, else http.request */
+	int cr_via;     /* inside an intercepted CONNECT ("via") */
 	enum reason cr_reason;
 	int cr_status;
 	const char *cr_id, *cr_client, *cr_listener, *cr_route, *cr_sub,

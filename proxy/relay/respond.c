@@ -67,8 +67,8 @@ request_log(struct conn *c, enum reason r)
 	 */
 	if (!allow && !audit_failed(a)) {
 		struct clients_refusal cr = {
-			(const struct sockaddr *)&c->cn_peer, rq->rq_connect, r,
-			rq->rq_status, rq->rq_id, client,
+			(const struct sockaddr *)&c->cn_peer, rq->rq_connect,
+			c->cn_icpt != NULL, r, rq->rq_status, rq->rq_id, client,
 			lc != NULL ? lc->lc_name : "", route,
 			rq->rq_sub[0] != '\0' ? rq->rq_sub : NULL,
 			rq->rq_jti[0] != '\0' ? rq->rq_jti : NULL,
