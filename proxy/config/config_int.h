@@ -66,6 +66,12 @@ int cf_uint(struct cfctx *cx, const char *jp, const cJSON *obj, const char *key,
     uint64_t min, uint64_t max, uint64_t *out);
 int cf_array(struct cfctx *cx, const char *jp, const cJSON *obj,
     const char *key, int required, size_t max, const cJSON **arr);
+/*
+ * jp.ports: 1..max TCP ports (1-65535, no repeats) into out, *n of them
+ * (0 when absent and not required). 0, or -1 (said).
+ */
+int cf_ports(struct cfctx *cx, const char *jp, const cJSON *obj, int required,
+    uint16_t *out, size_t max, size_t *n);
 int cf_strlist(struct cfctx *cx, const char *jp, const cJSON *obj,
     const char *key, char ***out, size_t *n,
     int (*check)(struct cfctx *, const char *, const char *));

@@ -60,25 +60,13 @@ load_entry(struct cfctx *cx, const char *jp, const cJSON *el,
     struct inbound_conf *ib)
 {
 	static const char *const keys[] = { "ports", "from", NULL };
-	const cJSON *ports, *p;
 	char sub[96], idx[128];
-	size_t i = 0;
-	int n;
+	size_t i;
 
 	if (cf_keys(cx, jp, el, keys) == -1 ||
-	    (n = cf_array(cx, jp, el, "ports", 1, SL_NELEM(ib->ib_ports),
-		 &ports)) == -1)
+	    cf_ports(cx, jp, el, 1, ib->ib_ports, SL_NELEM(ib->ib_ports),
+		&ib->ib_nports) == -1)
 		return -1;
-	cf_sub(sub, sizeof(sub), jp, "ports");
-	cJSON_ArrayForEach(p, ports) {
-		cf_idx(idx, sizeof(idx), sub, i);
-		if (!cJSON_IsNumber(p) || p->valuedouble < 1 ||
-		    p->valuedouble > 65535 ||
-		    p->valuedouble != (double)(int)p->valuedouble)
-			return cf_err(cx, idx, "not a port (1-65535)");
-		ib->ib_ports[i++] = (uint16_t)p->valueint;
-	}
-	ib->ib_nports = i;
 	if (cf_strlist(cx, jp, el, "from", &ib->ib_from, &ib->ib_nfrom, NULL) ==
 	    -1)
 		return -1;

@@ -325,3 +325,31 @@ cf_has_dup(char **list, size_t n, size_t *dup)
 			}
 	return 0;
 }
+
+int
+cf_ports(struct cfctx *cx, const char *jp, const cJSON *obj, int required,
+    uint16_t *out, size_t max, size_t *n)
+{
+	const cJSON *arr = NULL, *el;
+	char pj[128], sub[160];
+	size_t i = 0, j;
+
+	*n = 0;
+	if (cf_array(cx, jp, obj, "ports", required, max, &arr) == -1)
+		return -1;
+	cf_sub(pj, sizeof(pj), jp, "ports");
+	cJSON_ArrayForEach(el, arr) {
+		cf_idx(sub, sizeof(sub), pj, i);
+		if (!cJSON_IsNumber(el) || el->valuedouble < 1 ||
+		    el->valuedouble > 65535 ||
+		    el->valuedouble != (double)(int)el->valuedouble)
+			return cf_err(cx, sub, "not a port (1-65535)");
+		out[i] = (uint16_t)el->valueint;
+		for (j = 0; j < i; j++)
+			if (out[j] == out[i])
+				return cf_err(cx, sub, "listed twice");
+		i++;
+	}
+	*n = i;
+	return 0;
+}

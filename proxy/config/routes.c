@@ -95,37 +95,19 @@ load_connect(struct cfctx *cx, const char *jp, const cJSON *conn,
 {
 	static const char *const keys[] = { "enabled", "intercept", "ports",
 		NULL };
-	const cJSON *ports = NULL, *el;
-	char pj[128], sub[160];
-	size_t i, j;
-	int n;
+	const cJSON *ports = conn != NULL ?
+	    cJSON_GetObjectItemCaseSensitive(conn, "ports") :
+	    NULL;
 
 	if (conn != NULL &&
 	    (cf_keys(cx, jp, conn, keys) == -1 ||
 		cf_bool(cx, jp, conn, "enabled", &rt->rt_connect) == -1 ||
 		cf_bool(cx, jp, conn, "intercept", &rt->rt_intercept) == -1 ||
-		(n = cf_array(cx, jp, conn, "ports", 0, SL_NELEM(rt->rt_ports),
-		     &ports)) == -1))
+		cf_ports(cx, jp, conn, 0, rt->rt_ports, SL_NELEM(rt->rt_ports),
+		    &rt->rt_nports) == -1))
 		return -1;
-	i = 0;
-	cf_sub(pj, sizeof(pj), jp, "ports");
-	cJSON_ArrayForEach(el, ports) {
-		cf_idx(sub, sizeof(sub), pj, i);
-		if (!cJSON_IsNumber(el) || el->valuedouble < 1 ||
-		    el->valuedouble > 65535 ||
-		    el->valuedouble != (double)(int)el->valuedouble)
-			return cf_err(cx, sub, "not a port (1-65535)");
-		rt->rt_ports[i] = (uint16_t)el->valueint;
-		for (j = 0; j < i; j++)
-			if (rt->rt_ports[j] == rt->rt_ports[i])
-				return cf_err(cx, sub, "listed twice");
-		i++;
-	}
-	rt->rt_nports = i;
 	if (ports != NULL && !rt->rt_intercept)
 		return cf_err(cx, jp, "ports: only with intercept");
-	if (ports != NULL && i == 0)
-		return cf_err(cx, jp, "ports: must not be empty");
 	if (rt->rt_nports == 0) {
 		rt->rt_ports[0] = 443;
 		rt->rt_nports = 1;
