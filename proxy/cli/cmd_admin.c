@@ -25,12 +25,12 @@
 
 #include <cjson/cJSON.h>
 
+#include "certs/certs.h"
 #include "proxy/cli/cli.h"
 #include "proxy/ops/ops.h"
 #include "proxy/util/util.h"
 
 #define ADMIN_DEFAULT_SOCKET "/run/sluice/admin.sock"
-#define ADMIN_POLICY_MAX     (1 << 20) /* bytes of a policy file read */
 #define ADMIN_ANSWER_MAX     (1 << 16) /* bytes of one answer copied */
 #define ADMIN_WAIT_MS        5000      /* the daemon's own timeout */
 
@@ -42,23 +42,18 @@ static const char admin_usage[] =
 static int
 policy_socket(const char *path, char *out, size_t len)
 {
-	char *buf = NULL;
+	unsigned char *buf = NULL;
 	cJSON *doc = NULL, *v;
-	ssize_t n = 0, r;
-	int fd, rc = -1;
+	char why[512];
+	size_t n;
+	int rc = -1;
 
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
-		fprintf(stderr, "sluice admin: %s: %s\n", path,
-		    strerror(errno));
+	/* The policy reader of every command (certs/ keys.c), bounded. */
+	if (certs_read_public(path, &buf, &n, why, sizeof(why)) == -1) {
+		(void)fprintf(stderr, "sluice admin: %s\n", why);
 		return -1;
 	}
-	if ((buf = malloc(ADMIN_POLICY_MAX + 1)) == NULL)
-		goto out;
-	while (n < ADMIN_POLICY_MAX &&
-	    (r = read(fd, buf + n, (size_t)(ADMIN_POLICY_MAX - n))) > 0)
-		n += r;
-	buf[n] = '\0';
-	if ((doc = cJSON_ParseWithLength(buf, (size_t)n)) == NULL ||
+	if ((doc = cJSON_ParseWithLength((const char *)buf, n)) == NULL ||
 	    !cJSON_IsObject(doc)) {
 		fprintf(stderr, "sluice admin: %s: not a JSON object\n", path);
 		goto out;
@@ -82,7 +77,6 @@ policy_socket(const char *path, char *out, size_t len)
 out:
 	cJSON_Delete(doc);
 	free(buf);
-	close(fd);
 	return rc;
 }
 

@@ -377,20 +377,24 @@ dns_setup(const struct config *cf, char *why, size_t whylen)
  * The "intercept" section is in force from start to stop (the CA, its key
  * and the certificate clients were given): a reload keeps it as it is.
  */
+/* Two optional strings of a policy: both unset, or equal. */
+static int
+same_str(const char *a, const char *b)
+{
+	return (a == NULL && b == NULL) ||
+	    (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
 static int
 intercept_same(const struct intercept_conf *a, const struct intercept_conf *b)
 {
-#define SAME_S(x, y)                                                           \
-	(((x) == NULL && (y) == NULL) ||                                       \
-	    ((x) != NULL && (y) != NULL && strcmp((x), (y)) == 0))
 	return a->ic_on == b->ic_on && a->ic_ephemeral == b->ic_ephemeral &&
-	    SAME_S(a->ic_cert_file, b->ic_cert_file) &&
-	    SAME_S(a->ic_key_file, b->ic_key_file) &&
-	    SAME_S(a->ic_cert_out, b->ic_cert_out) &&
+	    same_str(a->ic_cert_file, b->ic_cert_file) &&
+	    same_str(a->ic_key_file, b->ic_key_file) &&
+	    same_str(a->ic_cert_out, b->ic_cert_out) &&
 	    a->ic_ca_days == b->ic_ca_days &&
 	    a->ic_leaf_days == b->ic_leaf_days &&
 	    a->ic_max_leaves == b->ic_max_leaves;
-#undef SAME_S
 }
 
 static int
@@ -399,23 +403,20 @@ reload_compatible(const struct config *o, const struct config *n, char *why,
 {
 	char why2[512];
 
-#define SAME_STR(a, b)                                                         \
-	(((a) == NULL && (b) == NULL) ||                                       \
-	    ((a) != NULL && (b) != NULL && strcmp((a), (b)) == 0))
 	if (!listener_same(n))
 		snprintf(why, whylen,
 		    "%s: listeners: addresses cannot change on reload (restart)",
 		    n->cf_path);
-	else if (!SAME_STR(o->cf_user, n->cf_user))
+	else if (!same_str(o->cf_user, n->cf_user))
 		snprintf(why, whylen, "%s: user: cannot change on reload",
 		    n->cf_path);
-	else if (!SAME_STR(o->cf_state_dir, n->cf_state_dir))
+	else if (!same_str(o->cf_state_dir, n->cf_state_dir))
 		snprintf(why, whylen, "%s: state_dir: cannot change on reload",
 		    n->cf_path);
-	else if (!SAME_STR(o->cf_admin_socket, n->cf_admin_socket))
+	else if (!same_str(o->cf_admin_socket, n->cf_admin_socket))
 		snprintf(why, whylen,
 		    "%s: admin.socket: cannot change on reload", n->cf_path);
-	else if (!SAME_STR(o->cf_metrics_listen, n->cf_metrics_listen) ||
+	else if (!same_str(o->cf_metrics_listen, n->cf_metrics_listen) ||
 	    o->cf_metrics_gid != n->cf_metrics_gid)
 		snprintf(why, whylen,
 		    "%s: metrics.listen: cannot change on reload", n->cf_path);
@@ -429,7 +430,6 @@ reload_compatible(const struct config *o, const struct config *n, char *why,
 		snprintf(why, whylen, "%s: %s", n->cf_path, why2);
 	else
 		return 0;
-#undef SAME_STR
 	return -1;
 }
 

@@ -486,33 +486,28 @@ metrics_bytes(struct evbuffer *b, const char *name, const char *help, int out)
 	return 0;
 }
 
+/*
+ * The start of a label set: {route="R" then "," when more labels follow
+ * or "}" when none do; without a route, "{" when more follow, else none.
+ */
 static int
-metrics_histogram(struct evbuffer *b, const char *name, const char *help,
-    const struct histogram *h)
+metrics_route_labels(struct evbuffer *b, const char *route, int more)
 {
-	uint64_t cum = 0;
-	size_t i;
-
-	if (metrics_family(b, name, "histogram", help) == -1)
-		return -1;
-	for (i = 0; i < h->h_nbounds; i++) {
-		cum += h->h_counts[i];
-		if (evbuffer_add_printf(b, "%s_bucket{le=\"%g\"} %" PRIu64 "\n",
-			name, h->h_bounds[i], cum) < 0)
-			return -1;
-	}
-	cum += h->h_counts[h->h_nbounds];
-	if (evbuffer_add_printf(b,
-		"%s_bucket{le=\"+Inf\"} %" PRIu64 "\n%s_sum %.9g\n"
-		"%s_count %" PRIu64 "\n",
-		name, cum, name, h->h_sum, name, h->h_count) < 0)
+	if (route == NULL)
+		return more && evbuffer_add(b, "{", 1) == -1 ? -1 : 0;
+	if (evbuffer_add_printf(b, "{route=\"") < 0 ||
+	    metrics_label(b, route) ||
+	    evbuffer_add_printf(b, "\"%s", more ? "," : "}") < 0)
 		return -1;
 	return 0;
 }
 
-/* One route's series of the upstream response histogram. */
+/*
+ * A histogram's series: _bucket (cumulative, +Inf last), _sum, _count,
+ * labelled route="..." when route is not NULL.
+ */
 static int
-metrics_route_hist(struct evbuffer *b, const char *name, const char *route,
+metrics_hist_series(struct evbuffer *b, const char *name, const char *route,
     const struct histogram *h)
 {
 	uint64_t cum = 0;
@@ -526,20 +521,28 @@ metrics_route_hist(struct evbuffer *b, const char *name, const char *route,
 			snprintf(le, sizeof(le), "%g", h->h_bounds[i]);
 		else
 			snprintf(le, sizeof(le), "+Inf");
-		if (evbuffer_add_printf(b, "%s_bucket{route=\"", name) < 0 ||
-		    metrics_label(b, route) ||
-		    evbuffer_add_printf(b, "\",le=\"%s\"} %" PRIu64 "\n", le,
+		if (evbuffer_add_printf(b, "%s_bucket", name) < 0 ||
+		    metrics_route_labels(b, route, 1) == -1 ||
+		    evbuffer_add_printf(b, "le=\"%s\"} %" PRIu64 "\n", le,
 			cum) < 0)
 			return -1;
 	}
-	if (evbuffer_add_printf(b, "%s_sum{route=\"", name) < 0 ||
-	    metrics_label(b, route) ||
-	    evbuffer_add_printf(b, "\"} %.9g\n%s_count{route=\"", h->h_sum,
-		name) < 0 ||
-	    metrics_label(b, route) ||
-	    evbuffer_add_printf(b, "\"} %" PRIu64 "\n", h->h_count) < 0)
+	if (evbuffer_add_printf(b, "%s_sum", name) < 0 ||
+	    metrics_route_labels(b, route, 0) == -1 ||
+	    evbuffer_add_printf(b, " %.9g\n%s_count", h->h_sum, name) < 0 ||
+	    metrics_route_labels(b, route, 0) == -1 ||
+	    evbuffer_add_printf(b, " %" PRIu64 "\n", h->h_count) < 0)
 		return -1;
 	return 0;
+}
+
+static int
+metrics_histogram(struct evbuffer *b, const char *name, const char *help,
+    const struct histogram *h)
+{
+	if (metrics_family(b, name, "histogram", help) == -1)
+		return -1;
+	return metrics_hist_series(b, name, NULL, h);
 }
 
 /* Per route, once a route has seen a response. */
@@ -559,7 +562,8 @@ metrics_upstream_responses(struct evbuffer *b)
 		if ((s >= m.m_nroutes && s != METRICS_MAX_ROUTES) ||
 		    h->h_count == 0)
 			continue;
-		if (metrics_route_hist(b, name, metrics_route_name(s), h) == -1)
+		if (metrics_hist_series(b, name, metrics_route_name(s), h) ==
+		    -1)
 			return -1;
 	}
 	return 0;

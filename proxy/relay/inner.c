@@ -139,14 +139,8 @@ icpt_event_cb(struct bufferevent *bev, short what, void *arg)
 	 * the socket's output: best effort, a fresh socket takes it whole,
 	 * so the client learns why rather than seeing the connection drop.
 	 */
-	if ((u = bufferevent_get_underlying(bev)) != NULL) {
-		struct evbuffer *out = bufferevent_get_output(u);
-
-		/* A socket bufferevent freezes its output's start. */
-		evbuffer_unfreeze(out, 1);
-		(void)evbuffer_write(out, bufferevent_getfd(u));
-		evbuffer_freeze(out, 1);
-	}
+	if ((u = bufferevent_get_underlying(bev)) != NULL)
+		out_flush(c, u, 1);
 	conn_close(c, REASON_CLIENT_TLS_ERROR);
 }
 
