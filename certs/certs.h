@@ -60,6 +60,12 @@ int certs_pin_decode(const char *b64, unsigned char out[32], char *why,
  */
 int certs_read_secret(const char *path, uid_t owner, unsigned char **out,
     size_t *outlen, char *why, size_t whylen);
+/*
+ * Let certs_read_secret() take "/proc/self/fd/N" for the memory file fd
+ * (memfd_create, mode 0600): sluice exec keeps its generated keys there,
+ * off every disk. Any other link stays refused. 0, or -1 (at most 8).
+ */
+int certs_trust_memfd(int fd);
 /* The same for a public file (certificate, public key): no mode rules. */
 int certs_read_public(const char *path, unsigned char **out, size_t *outlen,
     char *why, size_t whylen);

@@ -37,6 +37,11 @@ static const struct command commands[] = {
 	{ "admin", cmd_admin,
 	    "sluice admin [-c POLICY.json | --socket PATH] "
 	    "status | reload | revoke JTI...\n" },
+	{ "exec", cmd_exec,
+	    "sluice exec [-c POLICY.json] [--profile generic|anthropic|openai] "
+	    "[--key-file F] [--ttl S] [--max-requests N] [--user U] "
+	    "[--clean-env] [--audit FILE] [--upstream URL] [-v] "
+	    "-- CMD [ARG]...\n" },
 	{ "certs", cmd_certs,
 	    "sluice certs init --dir DIR [--days N] [--name CN] "
 	    "[--permit HOST]... [--permit-from POLICY.json]\n"

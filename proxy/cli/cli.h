@@ -4,6 +4,9 @@
 #ifndef SLUICE_CLI_H
 #define SLUICE_CLI_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 /*
  * Subcommands (main.c dispatches): each takes the arguments after its own
  * name and returns an exit code.
@@ -17,5 +20,16 @@ int cmd_admin(int argc, char **argv);     /* cmd_admin.c */
 /* "audit tail" and "audit stats"; argv[0] names which. */
 int cmd_audit_view(int argc, char **argv); /* cmd_audit_view.c */
 int cmd_certs(int argc, char **argv);      /* cmd_certs.c */
+int cmd_exec(int argc, char **argv);       /* cmd_exec.c */
+
+/*
+ * cmd_token.c: sign a run token (sluice exec): sub, aud (1..TOKEN_MAX_AUD),
+ * iat now, exp now + ttl, a random jti, max_requests when > 0, kid when
+ * the key has one. 0, or -1 (out too small, no randomness).
+ */
+struct token_key;
+int cli_token_sign(const struct token_key *key, const char *sub,
+    const char *const *aud, size_t naud, int64_t now, int64_t ttl,
+    int64_t max_requests, char *out, size_t cap);
 
 #endif

@@ -209,6 +209,42 @@ mint_json(const struct mint_args *a, const char *jti, char **hdr, char **claims)
 	cJSON_Delete(c);
 }
 
+int
+cli_token_sign(const struct token_key *key, const char *sub,
+    const char *const *aud, size_t naud, int64_t now, int64_t ttl,
+    int64_t max_requests, char *out, size_t cap)
+{
+	struct mint_args a;
+	unsigned char rnd[16];
+	char jti[2 * sizeof(rnd) + 1], *hdr, *claims;
+	size_t i;
+	int rc = -1;
+
+	memset(&a, 0, sizeof(a));
+	if (naud == 0 || naud > TOKEN_MAX_AUD ||
+	    RAND_bytes(rnd, sizeof(rnd)) != 1)
+		return -1;
+	for (i = 0; i < sizeof(rnd); i++)
+		snprintf(jti + 2 * i, 3, "%02x", rnd[i]);
+	a.alg = key->tk_alg == TOKEN_ALG_HS256 ? "HS256" : "EdDSA";
+	a.kid = key->tk_kid[0] != '\0' ? key->tk_kid : NULL;
+	a.sub = sub;
+	for (i = 0; i < naud; i++)
+		a.aud[i] = aud[i];
+	a.naud = naud;
+	a.now = now;
+	a.ttl = ttl;
+	a.max_requests = max_requests;
+	mint_json(&a, jti, &hdr, &claims);
+	if (hdr != NULL && claims != NULL &&
+	    token_sign(key, hdr, strlen(hdr), claims, strlen(claims), out, cap,
+		NULL) == 0)
+		rc = 0;
+	free(hdr);
+	free(claims);
+	return rc;
+}
+
 static int
 mint_parse(int argc, char **argv, struct mint_args *a)
 {

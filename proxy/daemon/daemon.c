@@ -937,7 +937,8 @@ run_stop(struct event **sigev, size_t n)
 	(void)audit_commit(d_env.pe_audit);
 	log_info("stopped");
 	for (i = 0; i < n; i++)
-		event_free(sigev[i]);
+		if (sigev[i] != NULL)
+			event_free(sigev[i]);
 	if (d_drain_ev != NULL)
 		event_free(d_drain_ev);
 	event_free(d_prune_ev);
@@ -967,14 +968,24 @@ run_stop(struct event **sigev, size_t n)
 	free(d_path);
 }
 
+/* A start-up step failed after the exec child was made: it goes too. */
+static int
+serve_fail(struct exec_run *xr, int rc)
+{
+	if (xr != NULL)
+		exec_abort();
+	return rc;
+}
+
 int
 serve(const struct run_opts *op)
 {
 	static const int sigs[] = { SIGHUP, SIGTERM, SIGINT, SIGUSR1 };
 	struct event *sigev[SL_NELEM(sigs)];
 	struct run_opts o = *op;
+	struct exec_run *xr = o.exec;
 	char why[1024];
-	int ready_fd, use_np;
+	int ready_fd, use_np, *fds = NULL;
 	size_t i;
 	struct timeval hour = { 3600, 0 };
 
@@ -987,7 +998,7 @@ serve(const struct run_opts *op)
 	if ((d_path = realpath(o.path, NULL)) == NULL)
 		d_path = strdup(o.path);
 	/* Before --netns (abstract names are per namespace) and the drop. */
-	if (notify_init(why, sizeof(why)) == -1)
+	if (xr == NULL && notify_init(why, sizeof(why)) == -1)
 		log_warnx("%s (no readiness notification)", why);
 
 	if (o.netns != NULL &&
@@ -1002,7 +1013,9 @@ serve(const struct run_opts *op)
 		return SL_EXIT_INVALID;
 	}
 	raise_fd_limit();
-	warn_policy(d_env.pe_cf);
+	/* Under exec the policy is sluice's own, its namespace a new one. */
+	if (xr == NULL)
+		warn_policy(d_env.pe_cf);
 	if ((d_env.pe_base = event_base_new()) == NULL ||
 	    resolve_init(d_env.pe_base) == -1)
 		fatalx("cannot create the event loop");
@@ -1019,21 +1032,31 @@ serve(const struct run_opts *op)
 	upstream_on_resolved(resolved_cb);
 	metrics_configure(d_env.pe_cf);
 
-	/* 2. Kernel rules before any listener exists (fail-closed). */
-	use_np = d_env.pe_cf->cf_np.np_mode != NETPOLICY_OFF && !o.no_netpolicy;
+	/*
+	 * 2. Kernel rules before any listener exists (fail-closed). Under
+	 * exec the sandbox's namespace has nothing but lo: no rules needed,
+	 * and its listeners are made in there, by the child.
+	 */
+	use_np = d_env.pe_cf->cf_np.np_mode != NETPOLICY_OFF &&
+	    !o.no_netpolicy && xr == NULL;
 	if (netguard_start(&d_env, use_np, why, sizeof(why)) == -1) {
 		log_warnx("netpolicy: %s", why);
 		return SL_EXIT_RUNTIME;
 	}
+	if (xr != NULL &&
+	    exec_plant(xr, d_env.pe_cf, &fds, why, sizeof(why)) == -1) {
+		fprintf(stderr, "sluice: exec: %s\n", why);
+		return SANDBOX_EXIT_SETUP;
+	}
 	/* 3. Listeners, state, audit, admin, metrics. */
-	if (listener_open_all(&d_env, why, sizeof(why)) == -1 ||
+	if (listener_open_all(&d_env, fds, why, sizeof(why)) == -1 ||
 	    prepare_state_dir(d_env.pe_cf, why, sizeof(why)) == -1) {
 		log_warnx("%s", why);
-		return SL_EXIT_RUNTIME;
+		return serve_fail(xr, SL_EXIT_RUNTIME);
 	}
 	if (open_state(why, sizeof(why)) == -1 ||
 	    open_control(why, sizeof(why)) == -1)
-		return SL_EXIT_RUNTIME;
+		return serve_fail(xr, SL_EXIT_RUNTIME);
 	/*
 	 * The policy is loaded and everything it names is open: the key
 	 * files marked unlink_after_read go now, while we may still remove
@@ -1042,22 +1065,26 @@ serve(const struct run_opts *op)
 	 */
 	if (config_unlink_keys(d_env.pe_cf, why, sizeof(why)) == -1) {
 		log_warnx("%s", why);
-		return SL_EXIT_RUNTIME;
+		return serve_fail(xr, SL_EXIT_RUNTIME);
 	}
 	ready_fd = -1;
 	if (d_env.pe_cf->cf_ready_file != NULL &&
 	    (ready_fd = ready_open(d_env.pe_cf, why, sizeof(why))) == -1) {
 		log_warnx("%s", why);
-		return SL_EXIT_RUNTIME;
+		return serve_fail(xr, SL_EXIT_RUNTIME);
 	}
 	warn_unreadable_after_drop(d_env.pe_cf);
 	/* 4. Drop privileges; then the resolver's sockets are ours. */
 	if (drop_privileges(d_env.pe_cf, use_np, why, sizeof(why)) == -1 ||
 	    dns_setup(d_env.pe_cf, why, sizeof(why)) == -1) {
 		log_warnx("%s", why);
-		return SL_EXIT_RUNTIME;
+		return serve_fail(xr, SL_EXIT_RUNTIME);
 	}
+	/* Under exec the signals are the command's: exec_go forwards them. */
 	for (i = 0; i < SL_NELEM(sigs); i++) {
+		sigev[i] = NULL;
+		if (xr != NULL)
+			continue;
 		sigev[i] =
 		    evsignal_new(d_env.pe_base, sigs[i], signal_cb, NULL);
 		if (sigev[i] == NULL || evsignal_add(sigev[i], NULL) == -1)
@@ -1077,10 +1104,20 @@ serve(const struct run_opts *op)
 
 	/* 5. Ready. */
 	write_ready(ready_fd);
+	if (xr != NULL &&
+	    exec_go(&d_env, daemon_drain, why, sizeof(why)) == -1) {
+		fprintf(stderr, "sluice: exec: %s\n", why);
+		xr->xr_status = SANDBOX_EXIT_SETUP;
+		daemon_drain();
+	}
 	event_base_dispatch(d_env.pe_base);
 	/* No longer serving: a supervisor must not find our pid now. */
 	ready_remove();
 
+	if (xr != NULL) {
+		exec_stop();
+		metrics_totals(&xr->xr_allowed, &xr->xr_denied);
+	}
 	run_stop(sigev, SL_NELEM(sigev));
-	return SL_EXIT_OK;
+	return xr != NULL ? xr->xr_status : SL_EXIT_OK;
 }

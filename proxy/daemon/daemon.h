@@ -8,8 +8,60 @@
 #include <stdint.h>
 
 #include "proxy/config/config.h"
+#include "proxy/dns/stub.h"
 #include "proxy/relay/relay.h"
+#include "proxy/sandbox/sandbox.h"
 #include "proxy/util/util.h"
+
+/*
+ * exec.c: what "sluice exec" asks of serve() (docs/exec.md). The caller
+ * fills the first part; serve() reports in the second.
+ */
+struct exec_run {
+	const char *const *xr_argv; /* the command */
+	/* Its environment: everything but es_environ and es_secrets, which
+	 * come from this process and the policy's injected headers. */
+	struct sandbox_env_spec xr_env;
+	const char *const *xr_secrets; /* more secret values (a raw key) */
+	size_t xr_nsecrets;
+	const char *const *xr_hide; /* more paths to hide (a key file) */
+	size_t xr_nhide;
+	const char *xr_bundle;        /* write the CA bundle here, or NULL */
+	const char *xr_bundle_system; /* the system CAs it starts with */
+	const struct dnsstub_host *xr_dns; /* the stub's names */
+	size_t xr_ndns;
+	uid_t xr_uid; /* as root: run the command as; (uid_t)-1: stay */
+	gid_t xr_gid;
+	int xr_landlock;
+	const char *const *xr_landlock_rw;
+	size_t xr_nlandlock_rw;
+	const char *const *xr_landlock_ro;
+	size_t xr_nlandlock_ro;
+	/* Filled by serve(). */
+	int xr_status;           /* the command's exit code; -1: none */
+	uint64_t xr_dns_refused; /* queries not answered with an address */
+	uint64_t xr_allowed;     /* requests and tunnels */
+	uint64_t xr_denied;
+};
+
+/*
+ * Start the sandboxed child with a socket per listener of cf (in order)
+ * and the DNS stub's planted inside its namespace: *fds gets the listener
+ * sockets. 0, or -1 with why set (nothing started).
+ */
+int exec_plant(struct exec_run *, const struct config *cf, int **fds, char *why,
+    size_t whylen);
+/*
+ * Serve the DNS stub on env's loop, forward signals to the child, watch
+ * for its exit (then drain() runs), and let it exec the command. 0, or -1
+ * with why set (the child's own reason when it failed to confine itself).
+ */
+int
+exec_go(struct proxy_env *env, void (*drain)(void), char *why, size_t whylen);
+/* A child that was never told to go: killed and reaped. */
+void exec_abort(void);
+/* After the loop: the last dns.query lines, the child reaped, all freed. */
+void exec_stop(void);
 
 /* daemon.c: "sluice run" (DESIGN.md "Command line"). */
 struct run_opts {
@@ -17,8 +69,12 @@ struct run_opts {
 	const char *netns;
 	int no_netpolicy;
 	int verbose;
+	struct exec_run *exec; /* "sluice exec": serve its sandbox */
 };
-/* Start, serve until SIGTERM/SIGINT, stop: an SL_EXIT_* code. */
+/*
+ * Start, serve until SIGTERM/SIGINT (under exec: until the command
+ * exits), stop: an SL_EXIT_* code, or under exec the command's.
+ */
 int serve(const struct run_opts *);
 /*
  * On stderr, when a listener or resolver of cf sits on a port below 1024

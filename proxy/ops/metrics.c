@@ -112,6 +112,7 @@ static struct {
 	time_t m_policy_time;  /* a policy was put in force (start, reload) */
 	uint64_t m_uperr[METRICS_UPERR__COUNT];
 	uint64_t m_secret_headers;
+	uint64_t m_allowed, m_denied; /* requests and tunnels, all routes */
 	const struct budget *m_budget;
 } m;
 
@@ -250,6 +251,10 @@ metrics_exchange(const char *route, int tunnel, int allow, enum reason r,
 	metrics_init_once();
 	rc = &m.m_rc[metrics_slot(route)];
 	metrics_count(tunnel ? rc->rc_tunnels : rc->rc_requests, allow, r);
+	if (allow)
+		m.m_allowed++;
+	else
+		m.m_denied++;
 	rc->rc_bytes_in += bytes_in;
 	rc->rc_bytes_out += bytes_out;
 	metrics_observe(tunnel ? &m.m_tun_dur : &m.m_req_dur, seconds);
@@ -274,6 +279,13 @@ metrics_upstream_error(enum metrics_uperr e)
 {
 	if ((unsigned)e < METRICS_UPERR__COUNT)
 		m.m_uperr[e]++;
+}
+
+void
+metrics_totals(uint64_t *allowed, uint64_t *denied)
+{
+	*allowed = m.m_allowed;
+	*denied = m.m_denied;
 }
 
 void

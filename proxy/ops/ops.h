@@ -151,6 +151,8 @@ void metrics_kernel_rule_drops(uint64_t packets, uint64_t bytes);
 void metrics_reload(int ok);
 /* A response field that held an injected secret was dropped. */
 void metrics_secret_header(void);
+/* Requests and tunnels allowed and denied so far (sluice exec's summary). */
+void metrics_totals(uint64_t *allowed, uint64_t *denied);
 /* Upstream failures by kind (sluice_upstream_errors_total). */
 enum metrics_uperr {
 	METRICS_UPERR_DNS = 0,     /* no address (no answer, NXDOMAIN) */

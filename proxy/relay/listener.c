@@ -92,7 +92,8 @@ listener_accept_cb(evutil_socket_t lfd, short what, void *arg)
 }
 
 int
-listener_open_all(struct proxy_env *env, char *why, size_t whylen)
+listener_open_all(struct proxy_env *env, const int *fds, char *why,
+    size_t whylen)
 {
 	struct event_base *base = env->pe_base;
 	const struct config *cf = env->pe_cf;
@@ -117,20 +118,28 @@ listener_open_all(struct proxy_env *env, char *why, size_t whylen)
 		li->li_idx = i;
 		li->li_addr = lc->lc_addr;
 		li->li_addrlen = lc->lc_addrlen;
-		li->li_fd = socket(lc->lc_addr.ss_family,
-		    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (li->li_fd == -1)
-			goto fail;
-		nlisteners++;
-		(void)setsockopt(li->li_fd, SOL_SOCKET, SO_REUSEADDR, &one,
-		    sizeof(one));
-		if (lc->lc_addr.ss_family == AF_INET6)
-			(void)setsockopt(li->li_fd, IPPROTO_IPV6, IPV6_V6ONLY,
+		if (fds != NULL) {
+			/* Planted (sluice exec): bound and listening already.
+			 */
+			li->li_fd = fds[i];
+			nlisteners++;
+		} else {
+			li->li_fd = socket(lc->lc_addr.ss_family,
+			    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+			if (li->li_fd == -1)
+				goto fail;
+			nlisteners++;
+			(void)setsockopt(li->li_fd, SOL_SOCKET, SO_REUSEADDR,
 			    &one, sizeof(one));
-		if (bind(li->li_fd, (const struct sockaddr *)&lc->lc_addr,
-			lc->lc_addrlen) == -1 ||
-		    listen(li->li_fd, LISTENER_BACKLOG) == -1)
-			goto fail;
+			if (lc->lc_addr.ss_family == AF_INET6)
+				(void)setsockopt(li->li_fd, IPPROTO_IPV6,
+				    IPV6_V6ONLY, &one, sizeof(one));
+			if (bind(li->li_fd,
+				(const struct sockaddr *)&lc->lc_addr,
+				lc->lc_addrlen) == -1 ||
+			    listen(li->li_fd, LISTENER_BACKLOG) == -1)
+				goto fail;
+		}
 		li->li_ev = event_new(base, li->li_fd, EV_READ | EV_PERSIST,
 		    listener_accept_cb, li);
 		if (li->li_ev == NULL || event_add(li->li_ev, NULL) == -1) {

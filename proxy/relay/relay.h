@@ -113,9 +113,12 @@ void intercept_stats(const struct intercept *, struct certs_cache_stats *);
 /*
  * listener.c: the listening sockets, bound once at start (a reload cannot
  * rebind: listener addresses must stay the same), accept with EMFILE
- * back-off and the max_connections limit.
+ * back-off and the max_connections limit. fds, when not NULL, holds a
+ * socket per cf_listeners entry, bound and listening already (sluice exec
+ * makes them inside the sandbox's namespace); they are owned from here on.
  */
-int listener_open_all(struct proxy_env *, char *why, size_t whylen);
+int
+listener_open_all(struct proxy_env *, const int *fds, char *why, size_t whylen);
 void listener_enable_all(int on);
 void listener_close_all(void);
 /* Non-zero when the policy's listeners are those bound (for reloads). */

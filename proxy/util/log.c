@@ -66,6 +66,8 @@ log_info(const char *fmt, ...)
 {
 	va_list ap;
 
+	if (log_verbose < 0)
+		return;
 	va_start(ap, fmt);
 	log_vwrite("", 0, fmt, ap);
 	va_end(ap);
@@ -76,7 +78,7 @@ log_debug(const char *fmt, ...)
 {
 	va_list ap;
 
-	if (!log_verbose)
+	if (log_verbose <= 0)
 		return;
 	va_start(ap, fmt);
 	log_vwrite("debug: ", 0, fmt, ap);

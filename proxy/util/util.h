@@ -55,6 +55,7 @@ int digest_sha256(const void *p, size_t n, unsigned char out[32]);
 int write_all(int fd, const void *buf, size_t len);
 
 /* log.c */
+/* verbose: 1 adds debug lines, -1 leaves out the info lines too. */
 void log_init(const char *progname, int verbose);
 void log_warn(const char *, ...) SL_PRINTF(1, 2);
 void log_warnx(const char *, ...) SL_PRINTF(1, 2);
