@@ -934,6 +934,7 @@ cmd_exec(int argc, char **argv)
 		    sizeof(x.base_url) - strlen(x.base_url) - 1);
 	xr.xr_env.es_base_url = x.base_url[0] != '\0' ? x.base_url : NULL;
 	xr.xr_env.es_clean = a.clean_env;
+	xr.xr_rundir = x.rundir;
 	xr.xr_bundle = x.intercept ? x.bundle_path : NULL;
 	xr.xr_bundle_system = SYSTEM_CA;
 	if (x.upkey != NULL &&

@@ -147,6 +147,15 @@ struct intercept_conf {
 	uint64_t ic_max_leaves;
 };
 
+/* Top-level "exec": sluice exec's extra walls. */
+struct exec_conf {
+	int ec_landlock; /* "landlock" is present */
+	char **ec_rw;    /* paths the command may write */
+	size_t ec_nrw;
+	char **ec_ro; /* paths it may read and execute */
+	size_t ec_nro;
+};
+
 struct tokens_conf {
 	char *tc_issuer; /* NULL: not checked */
 	int64_t tc_leeway_s;
@@ -177,6 +186,7 @@ struct config {
 	struct audit_conf cf_audit;
 	struct netpolicy_conf cf_np;
 	struct intercept_conf cf_intercept;
+	struct exec_conf cf_exec;
 	char *cf_admin_socket;   /* NULL: none */
 	char *cf_metrics_listen; /* NULL: none */
 	gid_t cf_metrics_gid;    /* metrics.group; (gid_t)-1: none */

@@ -209,6 +209,23 @@ config_print(const struct config *cf, FILE *f)
 		cJSON_AddNumberToObject(o, "max_leaves",
 		    (double)ic->ic_max_leaves);
 	}
+	if (cf->cf_exec.ec_landlock) {
+		const struct exec_conf *ec = &cf->cf_exec;
+		cJSON *ll;
+
+		o = cJSON_AddObjectToObject(root, "exec");
+		ll = cJSON_AddObjectToObject(o, "landlock");
+		cJSON_AddItemToObject(ll, "rw",
+		    ec->ec_nrw > 0 ?
+			cJSON_CreateStringArray((const char *const *)ec->ec_rw,
+			    (int)ec->ec_nrw) :
+			cJSON_CreateArray());
+		cJSON_AddItemToObject(ll, "ro",
+		    ec->ec_nro > 0 ?
+			cJSON_CreateStringArray((const char *const *)ec->ec_ro,
+			    (int)ec->ec_nro) :
+			cJSON_CreateArray());
+	}
 
 	if ((out = cJSON_Print(root)) == NULL)
 		fatalx("cannot print the policy");
