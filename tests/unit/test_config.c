@@ -1201,6 +1201,17 @@ static const struct err_row err_rows[] = {
 	    POL(L_FWD, TOK, R_A,
 		"'netpolicy':{'mode':'off','sandbox_interfaces':['a*b']}"),
 	    "netpolicy.sandbox_interfaces[0]: ", "" },
+	{ "unknown key in exec", BASE(",'exec':{'landlok':{}}"),
+	    "exec: ", "unknown key 'landlok'" },
+	{ "unknown key in exec.landlock",
+	    BASE(",'exec':{'landlock':{'rw':[],'wo':[]}}"),
+	    "exec.landlock: ", "unknown key 'wo'" },
+	{ "relative Landlock path",
+	    BASE(",'exec':{'landlock':{'ro':['/usr','lib']}}"),
+	    "exec.landlock.ro[1]: ", "not an absolute path" },
+	{ "Landlock paths not a list",
+	    BASE(",'exec':{'landlock':{'rw':'/tmp'}}"),
+	    "exec.landlock.rw: ", "must be an array" },
 };
 
 static void
@@ -1276,6 +1287,9 @@ static const struct {
 	{ "integral number written with an exponent",
 	    BASE(",'limits':{'max_headers':1e2}") },
 	{ "GET as a method", ROUTE(UP_A ",'methods':['GET','POST','PUT']") },
+	{ "exec without landlock", BASE(",'exec':{}") },
+	{ "exec.landlock with both lists",
+	    BASE(",'exec':{'landlock':{'rw':['/tmp'],'ro':['/usr','/etc']}}") },
 };
 
 static void
