@@ -69,7 +69,8 @@ conn_listen_intercept(struct conn *c)
 	const struct config *cf = c->cn_env->pe_cf;
 	const struct listener_conf *lc = conn_listener(c, cf);
 	struct icpt *it;
-	socklen_t len = sizeof(struct sockaddr_storage);
+	socklen_t len = sizeof(struct sockaddr_storage), local_len;
+	struct sockaddr_storage local;
 	char dest[64];
 	int fd, rc;
 
@@ -97,8 +98,19 @@ conn_listen_intercept(struct conn *c)
 	else
 		rc =
 		    getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &it->it_orig, &len);
+	/*
+	 * Reached directly, not redirected: conntrack has no entry, or its
+	 * original destination is the listener itself. Nowhere to go.
+	 */
+	local_len = sizeof(local);
+	if (rc == 0 &&
+	    getsockname(fd, (struct sockaddr *)&local, &local_len) == 0 &&
+	    local.ss_family == it->it_orig.ss_family &&
+	    memcmp(&local, &it->it_orig,
+		local.ss_family == AF_INET ? sizeof(struct sockaddr_in) :
+					     sizeof(struct sockaddr_in6)) == 0)
+		rc = -1;
 	if (rc == -1) {
-		/* Reached directly, not redirected: nowhere to go. */
 		conn_icpt_refuse(c, REASON_DESTINATION_DENIED,
 		    "no_original_destination");
 		return 0;
