@@ -63,8 +63,9 @@ class TestTransparent(st.ProxyTestCase):
     def build(cls):
         h, t = cls.h, cls.h.topo
         cert, key = h.ca.issue("model-up", ["DNS:%s" % MODEL])
-        cls.up = h.fakeup("main", ["%s:443" % t.v4(2)], cert, key)
-        h.dns_server({MODEL: {"A": [t.v4(2)]}})
+        cls.up = h.fakeup("main", ["%s:443" % t.v4(2),
+                                   "[%s]:443" % t.v6(2)], cert, key)
+        h.dns_server({MODEL: {"A": [t.v4(2)], "AAAA": [t.v6(2)]}})
         cls.pub = tempfile.mkdtemp(prefix="sluicetest-transp-pub-")
         os.chmod(cls.pub, 0o755)
         if not ENV.keep:
@@ -114,7 +115,9 @@ class TestTransparent(st.ProxyTestCase):
         out = os.path.join(d, "body")
         argv = ["curl", "-sS", "--max-time", str(timeout),
                 "--cacert", self.ca_pem, "-o", out, "-w", "%{http_code}",
-                "--resolve", "%s:%d:%s" % (host, port, addr),
+                "--resolve", "%s:%d:%s" % (host, port,
+                                           "[%s]" % addr if ":" in addr
+                                           else addr),
                 "-H", "Content-Type: application/json",
                 "--data-binary", '{"m":1}']
         if tok is not None:
@@ -150,7 +153,7 @@ class TestTransparent(st.ProxyTestCase):
         st.wait_until(have, timeout)
         return got
 
-    def assertRefused(self, host, addr, reason, detail):
+    def assertRefused(self, host, addr, reason, detail, listener="tp"):
         m = self.up.log.mark()
         a = len(self.audit())
         rc, status, body, err = self.ucurl(host, addr, tok=self.tok)
@@ -162,8 +165,10 @@ class TestTransparent(st.ProxyTestCase):
         e = lines[0]
         self.assertEqual(e["decision"], "deny", e)
         self.assertEqual(e["reason"], reason, e)
-        self.assertEqual(e["listener"], "tp", e)
-        self.assertEqual(e["destination"], "%s:443" % addr, e)
+        self.assertEqual(e["listener"], listener, e)
+        self.assertEqual(e["destination"],
+                         "[%s]:443" % addr if ":" in addr else
+                         "%s:443" % addr, e)
         self.assertNotIn("method", e)
         self.assertEqual([x for x in self.audit()[a:]
                           if x.get("event") == "http.request"], [])
@@ -307,6 +312,61 @@ class TestTransparent(st.ProxyTestCase):
         self.assertEqual(len(lines), 1, lines)
         self.assertEqual(lines[0]["reason"], "destination_denied", lines)
         self.assertEqual(lines[0]["detail"], "no_original_destination")
+
+    def test_09_sni_missing(self):
+        # curl sends no SNI for an address literal.
+        m = self.up.log.mark()
+        a = len(self.audit())
+        p = subprocess.run(ns_exec(self.h.sbx, as_nobody([
+            "curl", "-sS", "--max-time", "5", "--cacert", self.ca_pem,
+            "https://%s/v1/messages" % self.h.topo.v4(2)])),
+            capture_output=True, timeout=15)
+        self.assertNotEqual(p.returncode, 0)
+        lines = self.audit_wait(a, "connect.tunnel",
+                                lambda e: e.get("detail") == "sni_missing")
+        self.assertEqual(len(lines), 1, self.audit()[a:])
+        self.assertEqual(lines[0]["reason"], "route_not_found")
+        self.assertNothingUpstream(self.up, m, "without SNI")
+
+    def raw_refused(self, data, detail, reason, within):
+        m = self.up.log.mark()
+        a = len(self.audit())
+        t0 = time.monotonic()
+        with self.h.raw(443, host=self.h.topo.v4(2)) as c:
+            c.send(data)
+            self.assertClosed(c, timeout=within)
+        self.assertLess(time.monotonic() - t0, within)
+        lines = self.audit_wait(a, "connect.tunnel",
+                                lambda e: e.get("detail") == detail)
+        self.assertEqual(len(lines), 1, self.audit()[a:])
+        self.assertEqual(lines[0]["reason"], reason, lines)
+        self.assertEqual(lines[0]["decision"], "deny", lines)
+        self.assertNothingUpstream(self.up, m, "for " + detail)
+
+    def test_10_malformed_clienthello(self):
+        # A handshake record whose message is not a ClientHello.
+        self.raw_refused(b"\x16\x03\x01\x00\x05\x02\x00\x00\x01\x00",
+                         "clienthello_malformed", "client_tls_error", 2.0)
+
+    def test_11_clienthello_timeout(self):
+        # Half a record header, then nothing: header_timeout_ms (3 s).
+        self.raw_refused(b"\x16\x03", "timeout", "client_tls_error", 6.0)
+
+    def test_12_ipv6(self):
+        m = self.up.log.mark()
+        a = len(self.audit())
+        v6 = self.h.topo.v6(2)
+        rc, status, body, err = self.ucurl(MODEL, v6, tok=self.tok)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(status, 200, body)
+        req = self.up.log.wait_for(m, "request")[0]
+        self.assertEqual(header_values(req, "x-api-key"), [self.secret])
+        ct = self.audit_wait(a, "connect.tunnel")
+        self.assertEqual(ct[0]["listener"], "tp6", ct)
+        self.assertEqual(ct[0]["destination"], "[%s]:443" % v6, ct)
+        # Another IPv6 address of the up namespace's prefix: refused.
+        self.assertRefused(MODEL, self.h.topo.v6(9), "destination_denied",
+                           "destination_mismatch", listener="tp6")
 
 
 if __name__ == "__main__":
