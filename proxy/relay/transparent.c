@@ -163,6 +163,11 @@ tp_accept(struct conn *c)
 	struct icpt *it = c->cn_icpt;
 
 	it->it_wait = 0;
+	/* Inner requests take the policy of their own time, not this one. */
+	upstreams_unref(it->it_ups);
+	it->it_ups = NULL;
+	config_unref(it->it_cf);
+	it->it_cf = NULL;
 	bev_on(c, c->cn_bev, EV_READ);
 	conn_icpt_sniff(c);
 }
