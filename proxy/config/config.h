@@ -20,7 +20,9 @@
  */
 enum listener_type {
 	LISTENER_FORWARD = 1, /* absolute-form and CONNECT */
-	LISTENER_REVERSE      /* origin-form, bound to one route */
+	LISTENER_REVERSE,     /* origin-form, bound to one route */
+	LISTENER_INTERCEPT,   /* an intercepted tunnel to lc_host:lc_port */
+	LISTENER_TRANSPARENT  /* redirected TLS, destination from SNI */
 };
 
 struct listener_conf {
@@ -30,7 +32,9 @@ struct listener_conf {
 	struct sockaddr_storage lc_addr;
 	socklen_t lc_addrlen;
 	char lc_route[TOKEN_MAX_STR + 1]; /* reverse: the route's audience */
-	size_t lc_route_idx;              /* reverse: index into cf_routes */
+	size_t lc_route_idx; /* reverse, intercept: index into cf_routes */
+	char lc_host[256];   /* intercept: the host its tunnels are to */
+	uint16_t lc_port;    /* intercept: and the port (default: listen's) */
 };
 
 /* A header sluice adds to every forwarded request; the value is secret. */

@@ -114,10 +114,17 @@ config_print(const struct config *cf, FILE *f)
 		o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "name", lc->lc_name);
 		cJSON_AddStringToObject(o, "type",
-		    lc->lc_type == LISTENER_FORWARD ? "forward" : "reverse");
+		    lc->lc_type == LISTENER_FORWARD       ? "forward" :
+			lc->lc_type == LISTENER_REVERSE   ? "reverse" :
+			lc->lc_type == LISTENER_INTERCEPT ? "intercept" :
+							    "transparent");
 		cJSON_AddStringToObject(o, "listen", lc->lc_listen);
 		if (lc->lc_type == LISTENER_REVERSE)
 			cJSON_AddStringToObject(o, "route", lc->lc_route);
+		if (lc->lc_type == LISTENER_INTERCEPT) {
+			cJSON_AddStringToObject(o, "host", lc->lc_host);
+			cJSON_AddNumberToObject(o, "port", lc->lc_port);
+		}
 		cJSON_AddItemToArray(a, o);
 	}
 	o = cJSON_AddObjectToObject(root, "tokens");
