@@ -53,6 +53,7 @@ NOBODY = 65534
 MODEL = "model.test"      # the -c policy's route (not intercepted)
 ICPT = "icpt.test"        # the intercepting policy's second route
 UPNAME = "model-up.test"  # the fake upstream, by name (DNS in up)
+ICPT_UP = "icpt-up.test"  # the same, as the intercepted route names it
 OTHER = "other.test"      # no route
 SUMMARY = re.compile(r"^sluice: (\d+) allowed, (\d+) denied, (\d+) dns "
                      r"refused; audit (.+)$")
@@ -312,10 +313,11 @@ class ExecCase(unittest.TestCase):
         shutil.copy(cls.ca.cert, os.path.join(cls.tmp, "ca.pem"))
         cls.ca_pem = os.path.join(cls.tmp, "ca.pem")
         os.chmod(cls.ca_pem, 0o644)
-        cert, key = cls.ca.issue("up", ["DNS:" + UPNAME])
+        cert, key = cls.ca.issue("up", ["DNS:" + UPNAME, "DNS:" + ICPT_UP])
         cls.up = Fakeup(t.up.name, ["%s:443" % cls.far], "up", priv,
                         cert=cert, key=key)
-        cls.dns = DnsServer(t.up.name, t.v4(53), {UPNAME: {"A": [cls.far]}})
+        cls.dns = DnsServer(t.up.name, t.v4(53), {UPNAME: {"A": [cls.far]},
+                                                ICPT_UP: {"A": [cls.far]}})
         # sluice resolves the upstream with /etc/resolv.conf: ip netns
         # exec binds /etc/netns/<ns>/resolv.conf there.
         etc = "/etc/netns/" + cls.sbx
@@ -360,12 +362,14 @@ class ExecCase(unittest.TestCase):
 
     @classmethod
     def policy_doc(cls, secret_file, icpt):
-        def route(aud, host, intercept):
+        # (Each route its own upstream name: exec makes every intercepted
+        # route's upstream host a name of the stub too.)
+        def route(aud, host, intercept, up):
             r = {"audience": aud, "hosts": [host],
                  "methods": ["GET", "POST"], "path_prefixes": ["/v1"],
                  "max_requests_per_token": 1000000,
                  "connect": {"enabled": True, "intercept": intercept},
-                 "upstream": {"url": "https://" + UPNAME,
+                 "upstream": {"url": "https://" + up,
                               "ca_file": cls.ca_pem,
                               "strip_token": True,
                               "headers": [{"name": "x-api-key",
@@ -374,9 +378,9 @@ class ExecCase(unittest.TestCase):
                 r["connect"]["ports"] = [443]
                 r["token_header"] = "x-api-key"
             return r
-        routes = [route("model", MODEL, False)]
+        routes = [route("model", MODEL, False, UPNAME)]
         if icpt:
-            routes.append(route("icpt", ICPT, True))
+            routes.append(route("icpt", ICPT, True, ICPT_UP))
         return {
             "routes": routes,
             "limits": {"per_client_refusals_per_s": 0,
@@ -404,7 +408,7 @@ class ExecCase(unittest.TestCase):
         return env
 
     def argv(self, user, opts, cmd):
-        argv = [ENV.bin, "exec"] + list(opts) + ["--"] + list(cmd)
+        argv = [os.path.abspath(ENV.bin), "exec"] + list(opts) + ["--"] + list(cmd)
         if user == "nobody":
             argv = as_nobody(argv)
         return ns_exec(self.sbx, argv)
@@ -414,7 +418,8 @@ class ExecCase(unittest.TestCase):
         return os.path.join(self.users[user]["dir"],
                             "audit-%d.jsonl" % self.runs)
 
-    def sluice(self, user, opts, cmd, env=None, audit=True, timeout=60):
+    def sluice(self, user, opts, cmd, env=None, audit=True, timeout=60,
+               cwd=None):
         """audit: True (a new file), a path, or False (the default)."""
         self.need_user(user)
         path = None
@@ -423,7 +428,7 @@ class ExecCase(unittest.TestCase):
             opts = ["--audit", path] + list(opts)
         p = subprocess.run(self.argv(user, opts, cmd), capture_output=True,
                            text=True, env=self.sluice_env(user, env),
-                           stdin=subprocess.DEVNULL,
+                           stdin=subprocess.DEVNULL, cwd=cwd,
                            timeout=ENV.slow(timeout))
         run = Run(p.returncode, p.stdout, p.stderr, path)
         for m in base.SANITIZER_MARKS:
@@ -684,7 +689,7 @@ class ExecCase(unittest.TestCase):
         nx = "nx-%s.example.org" % secrets.token_hex(4)
         r = self.sluice(user, self.policy(user, "icpt"),
                         ["python3", self.probe_py,
-                         json.dumps({"dns_icpt": [ICPT, UPNAME, MODEL],
+                         json.dumps({"dns_icpt": [ICPT, ICPT_UP, MODEL],
                                      "nx": nx})])
         self.intercept_ok(r)
         self.assertEqual(r.rc, 0, r)
@@ -735,7 +740,7 @@ class ExecCase(unittest.TestCase):
                 u = self.users[user]
                 m = self.up.log.mark()
                 script = ('cat "%s"; env; curl -sS -o /dev/null -w '
-                          '"@@%%{http_code}\\n" -H "x-api-key: '
+                          '"HTTP=%%{http_code}\\n" -H "x-api-key: '
                           '$ANTHROPIC_API_KEY" -d "{}" '
                           '"$ANTHROPIC_BASE_URL/v1/messages"' %
                           u["key_file"])
@@ -744,12 +749,12 @@ class ExecCase(unittest.TestCase):
                 self.assertEqual(r.rc, 0, r)
                 self.assertNotIn(self.secret, r.out)
                 env = dict(l.split("=", 1) for l in r.out.splitlines()
-                           if "=" in l and not l.startswith("@@"))
+                           if "=" in l and not l.startswith("HTTP="))
                 self.assertEqual(env["ANTHROPIC_BASE_URL"],
                                  "http://127.0.0.1:8080")
                 tok = env["ANTHROPIC_API_KEY"]
                 self.assertEqual(auds(jwt_claims(tok)), ["anthropic"])
-                self.assertIn("@@200", r.out)
+                self.assertIn("HTTP=200", r.out.splitlines())
                 self.assertNotIn("MY_ANTHROPIC_KEY", env)
                 self.assertIn("MY_ANTHROPIC_KEY not passed on", r.err)
                 self.assertTrue(env["SSL_CERT_FILE"].endswith(
