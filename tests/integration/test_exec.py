@@ -765,6 +765,34 @@ class ExecCase(unittest.TestCase):
                 self.assertNoToken(req, tok)
                 self.assertEqual(r.summary[:2], (1, 0), r)
 
+    def test_profile_key_file_hidden(self):
+        """The real key's file reads empty inside however it was named:
+        --key-file relative to the working directory, or
+        SLUICE_ANTHROPIC_KEY_FILE with no --key-file."""
+        for user in ("root", "nobody"):
+            self.need_user(user)
+            u = self.users[user]
+            kf = u["key_file"]
+            cmd = ["sh", "-c", 'cat "%s"; echo "END"' % kf]
+            upstream = ["--upstream", "https://" + UPNAME]
+            ways = {
+                "relative --key-file": (
+                    ["--profile", "anthropic", "--key-file",
+                     os.path.basename(kf)] + upstream, {}),
+                "SLUICE_ANTHROPIC_KEY_FILE": (
+                    ["--profile", "anthropic"] + upstream,
+                    {"SLUICE_ANTHROPIC_KEY_FILE": kf}),
+            }
+            for way, (opts, env) in ways.items():
+                with self.subTest(user=user, way=way):
+                    env["SSL_CERT_FILE"] = self.ca_pem
+                    r = self.sluice(user, opts, cmd, env=env, cwd=u["dir"])
+                    self.intercept_ok(r)
+                    self.assertEqual(r.rc, 0, r)
+                    self.assertEqual(r.out, "END\n")
+                    with open(kf) as f:  # untouched outside
+                        self.assertEqual(f.read(), self.secret + "\n")
+
     def node(self, user, sdk, stream):
         why = node_missing()
         if why:
