@@ -572,6 +572,32 @@ class ExecCase(unittest.TestCase):
                 self.assertEqual(r.rc, 143, r)
                 self.assertIsNotNone(r.summary, r)
 
+    def test_command_not_found(self):
+        r = self.sluice("root", self.policy("root"), ["/nonexistent/cmd"])
+        self.assertEqual(r.rc, 127, r)
+        self.assertIn("/nonexistent/cmd", r.err)
+        self.assertEqual(r.summary, (0, 0, 0, r.audit_path), r)
+
+    def test_user_option(self):
+        """Root runs the command as --user: that uid, the token file its
+        own (0600), the proxy reachable; an unprivileged caller may not."""
+        m = self.up.log.mark()
+        script = ('id -u; stat -c "%u %a" "$SLUICE_TOKEN_FILE"; '
+                  'curl -sS -o /dev/null -w "HTTP=%{http_code}\\n" -d "{}" '
+                  'http://' + MODEL + '/v1/as-user')
+        r = self.sluice("root", self.policy("root") + ["--user", "nobody"],
+                        ["sh", "-c", script])
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(r.out.splitlines(),
+                         [str(NOBODY), "%d 600" % NOBODY, "HTTP=200"])
+        req = self.up.log.wait_for(m, "request")[0]
+        self.assertEqual(header_values(req, "x-api-key"), [self.secret])
+        if self.userns:
+            r = self.sluice("nobody", self.policy("nobody") +
+                            ["--user", "root"], ["true"])
+            self.assertEqual(r.rc, 2, r)
+            self.assertIn("--user needs root", r.err)
+
     def sleeping_child(self, pid):
         def read(path):
             try:
