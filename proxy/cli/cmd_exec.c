@@ -83,6 +83,7 @@ struct exec_ctx {
 	char rundir[256];
 	char token_path[PATH_MAX], ca_path[PATH_MAX], bundle_path[PATH_MAX];
 	char state_dir[PATH_MAX], audit_path[PATH_MAX];
+	char key_file[PATH_MAX]; /* the real key's file, absolute: hidden */
 	char policy_path[64], key_path[64], upkey_path[64];
 	int policy_fd, key_fd, upkey_fd;
 	unsigned char *upkey; /* the real key, raw; wiped */
@@ -442,6 +443,12 @@ read_upstream_key(const struct exec_args *a, struct exec_ctx *x,
 	if (config_read_secret(file, CONFIG_ANY_OWNER, &x->upkey, &x->upkey_len,
 		why, sizeof(why)) == -1) {
 		fprintf(stderr, "sluice: exec: --key-file: %s\n", why);
+		return -1;
+	}
+	/* The wall hides absolute paths only, whichever way it was named. */
+	if (realpath(file, x->key_file) == NULL) {
+		fprintf(stderr, "sluice: exec: --key-file: %s: %s\n", file,
+		    strerror(errno));
 		return -1;
 	}
 	if (x->upkey_len == 0 || memchr(x->upkey, '\0', x->upkey_len) ||
@@ -980,8 +987,8 @@ cmd_exec(int argc, char **argv)
 		xr.xr_secrets = secrets;
 		xr.xr_nsecrets = 1;
 	}
-	if (a.key_file != NULL) {
-		hide[0] = a.key_file;
+	if (x.key_file[0] != '\0') {
+		hide[0] = x.key_file;
 		xr.xr_hide = hide;
 		xr.xr_nhide = 1;
 	}
