@@ -258,6 +258,28 @@ tp_decide(struct conn *c, const char *sni)
 	}
 }
 
+/*
+ * Where the record that the first len bytes end in ends: len when they
+ * end on a record boundary (or are not records), else more.
+ */
+static size_t
+tp_records_end(struct evbuffer *in, size_t len)
+{
+	struct evbuffer_ptr p;
+	unsigned char h[5];
+	size_t off = 0;
+
+	while (off + sizeof(h) <= len) {
+		if (evbuffer_ptr_set(in, &p, off, EVBUFFER_PTR_SET) == -1 ||
+		    evbuffer_copyout_from(in, &p, h, sizeof(h)) !=
+			(ev_ssize_t)sizeof(h) ||
+		    h[0] != 0x16)
+			return len; /* not ours to judge: the parser says */
+		off += sizeof(h) + ((size_t)h[3] << 8 | h[4]);
+	}
+	return off > len ? off : len;
+}
+
 void
 conn_tp_step(struct conn *c)
 {
@@ -274,6 +296,9 @@ conn_tp_step(struct conn *c)
 	len = evbuffer_get_length(in);
 	if (len > TP_PEEK_MAX)
 		len = TP_PEEK_MAX;
+	/* Parse again only once a record is whole (a client may trickle). */
+	if (len < TP_PEEK_MAX && len < tp_records_end(in, len))
+		return;
 	if ((buf = malloc(len > 0 ? len : 1)) == NULL) {
 		conn_close(c, REASON_INTERNAL_ERROR);
 		return;

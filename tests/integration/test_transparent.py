@@ -29,6 +29,7 @@ import os
 import pwd
 import secrets
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -367,6 +368,28 @@ class TestTransparent(st.ProxyTestCase):
         # Another IPv6 address of the up namespace's prefix: refused.
         self.assertRefused(MODEL, self.h.topo.v6(9), "destination_denied",
                            "destination_mismatch", listener="tp6")
+
+    def test_13_trickled_clienthello(self):
+        # A ClientHello sent a few bytes at a time is still read whole,
+        # and the handshake answered: a ServerHello comes back.
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.load_verify_locations(self.ca_pem)
+        ctx.set_alpn_protocols(["http/1.1"])
+        inc, outg = ssl.MemoryBIO(), ssl.MemoryBIO()
+        obj = ctx.wrap_bio(inc, outg, server_hostname=MODEL)
+        try:
+            obj.do_handshake()
+        except ssl.SSLWantReadError:
+            pass
+        hello = outg.read()
+        self.assertGreater(len(hello), 100)
+        with self.h.raw(443, host=self.h.topo.v4(2)) as c:
+            for i in range(0, len(hello), 7):
+                c.send(hello[i:i + 7])
+                time.sleep(0.003)
+            c.sock.settimeout(5)
+            first = c.sock.recv(5)
+        self.assertEqual(first[:2], b"\x16\x03", first)
 
 
 if __name__ == "__main__":
