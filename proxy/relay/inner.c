@@ -75,7 +75,8 @@ conn_icpt_log(struct conn *c, enum reason r)
 	if (it->it_wait != 0)
 		it->it_refused = 1;
 	secs = elapsed_s(c, &it->it_start);
-	metrics_tunnel(it->it_route[0] != '\0' ? it->it_route : NULL,
+	metrics_tunnel_intercepted(it->it_route[0] != '\0' ? it->it_route :
+							     NULL,
 	    !it->it_refused, r, it->it_bytes_in, it->it_bytes_out, secs);
 	if (a == NULL)
 		return;
