@@ -97,7 +97,8 @@ config_load(const char *path, const struct config *prev, char *why,
 {
 	static const char *const keys[] = { "user", "listeners", "tokens",
 		"routes", "limits", "audit", "netpolicy", "admin", "metrics",
-		"state_dir", "ready_file", "intercept", "sha256", NULL };
+		"state_dir", "ready_file", "intercept", "sha256", "sandboxes",
+		NULL };
 	struct cfctx cx = { path, why, whylen, prev, NULL };
 	unsigned char *buf;
 	size_t len;
@@ -160,6 +161,7 @@ config_load(const char *path, const struct config *prev, char *why,
 	    cf_load_listeners(&cx, root) == -1 ||
 	    cf_load_limits(&cx, root) == -1 || cf_load_audit(&cx, root) == -1 ||
 	    cf_load_netpolicy(&cx, root) == -1 ||
+	    cf_load_sandboxes(&cx, root) == -1 ||
 	    cf_load_misc(&cx, root) == -1 || cf_load_routes(&cx, root) == -1 ||
 	    cf_link_listeners(&cx) == -1 || cf_check_resolvers(&cx) == -1 ||
 	    cf_load_intercept(&cx, root) == -1 ||
@@ -221,6 +223,7 @@ config_unref(struct config *cf)
 	cf_strlist_free(cf->cf_np.np_resolvers, cf->cf_np.np_nresolvers);
 	cf_strlist_free(cf->cf_np.np_ifaces, cf->cf_np.np_nifaces);
 	cf_inbound_free(&cf->cf_np);
+	free(cf->cf_sandboxes);
 	cf_intercept_free(&cf->cf_intercept);
 	free(cf->cf_admin_socket);
 	free(cf->cf_metrics_listen);

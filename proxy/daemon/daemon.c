@@ -510,6 +510,7 @@ daemon_reload(void)
 		goto refused;
 	}
 	audit_apply(d_env.pe_audit, an);
+	daemon_sandboxes_reload(&d_env, n);
 	if (dns_setup(n, why, sizeof(why)) == -1)
 		log_warnx("reload: %s (resolvers unchanged)", why);
 	upstreams_unref(d_env.pe_ups);
@@ -560,10 +561,18 @@ admin_revoke_cb(void *arg, const char *jti, uid_t uid, char *why, size_t whylen)
 	return admin_revoke(env->pe_revs, env->pe_audit, jti, uid, why, whylen);
 }
 
+static int
+admin_sandbox_cb(void *arg, int argc, char **argv, uid_t uid,
+    struct evbuffer *out, char *why, size_t whylen)
+{
+	return daemon_sandbox_cmd(arg, argc, argv, uid, out, why, whylen);
+}
+
 static const struct admin_ops daemon_admin_ops = {
 	.ao_status = daemon_status,
 	.ao_reload = admin_reload_cb,
 	.ao_revoke = admin_revoke_cb,
+	.ao_sandbox = admin_sandbox_cb,
 	.ao_arg = &d_env,
 };
 
@@ -955,6 +964,8 @@ run_stop(struct event **sigev, size_t n)
 	upstreams_unref(d_env.pe_ups);
 	intercept_free(d_env.pe_icpt);
 	d_env.pe_icpt = NULL;
+	sbx_registry_free(d_env.pe_sbx);
+	d_env.pe_sbx = NULL;
 	config_unref(d_env.pe_cf);
 	/*
 	 * Connections are freed from the loop: run it once more, so their
@@ -1003,6 +1014,10 @@ serve(const struct run_opts *op)
 	}
 	raise_fd_limit();
 	warn_policy(d_env.pe_cf);
+	if ((d_env.pe_sbx = sbx_registry_new()) == NULL ||
+	    sbx_registry_sync(d_env.pe_sbx, d_env.pe_cf, why, sizeof(why)) ==
+		-1)
+		fatalx("sandboxes: out of memory");
 	if ((d_env.pe_base = event_base_new()) == NULL ||
 	    resolve_init(d_env.pe_base) == -1)
 		fatalx("cannot create the event loop");
@@ -1019,6 +1034,19 @@ serve(const struct run_opts *op)
 	upstream_on_resolved(resolved_cb);
 	metrics_configure(d_env.pe_cf);
 
+	/* The admin sandboxes of the last run go into the rules too. */
+	if (d_env.pe_cf->cf_np.np_mode == NETPOLICY_GATEWAY) {
+		int was = as_user(d_env.pe_cf), rc;
+
+		rc = daemon_sandboxes_open(&d_env, why, sizeof(why));
+		as_root(was);
+		if (rc == -1) {
+			log_warnx("state_dir: %s", why);
+			return SL_EXIT_RUNTIME;
+		}
+		if (rc == 1)
+			log_warnx("state_dir: %s", why);
+	}
 	/* 2. Kernel rules before any listener exists (fail-closed). */
 	use_np = d_env.pe_cf->cf_np.np_mode != NETPOLICY_OFF && !o.no_netpolicy;
 	if (netguard_start(&d_env, use_np, why, sizeof(why)) == -1) {

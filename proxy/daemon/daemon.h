@@ -81,6 +81,13 @@ int netguard_commit(const struct config *cf, struct np_ruleset *rs, char *why,
  */
 void netguard_upstream_addrs(const struct route *rt,
     const struct sockaddr_storage *addrs, size_t n, uint32_t ttl);
+/*
+ * Gateway mode: one sandbox in (add) and/or one out (del) of the kernel's
+ * anti-spoofing sets, in one batch, and in the ruleset verify compares.
+ * 0 (also with the rules off), or -1 with why (nothing changed).
+ */
+int netguard_sandboxes(const struct sandbox_conf *add,
+    const struct sandbox_conf *del, char *why, size_t whylen);
 /* Stop the timers and NFLOG; flush the table only with flush_on_exit. */
 void netguard_stop(const struct config *cf);
 /*
@@ -89,5 +96,22 @@ void netguard_stop(const struct config *cf);
  */
 struct np_ruleset *
 netguard_ruleset(const struct config *cf, char *why, size_t whylen);
+
+/*
+ * sandboxes.c: the gateway's registry at run time (DESIGN.md "Gateway
+ * identity"): the admin socket's "sandbox" commands (add, del, list),
+ * persisted in state_dir and audited, and what a reload does to it.
+ */
+struct evbuffer;
+/* "sandbox ARGS..." from uid: 0 with answer lines in out, or -1 with why. */
+int daemon_sandbox_cmd(struct proxy_env *env, int argc, char **argv, uid_t uid,
+    struct evbuffer *out, char *why, size_t whylen);
+/*
+ * At start, before the kernel rules: add the admin sandboxes persisted in
+ * state_dir. 0 (1: some were left out, said in why), or -1 with why.
+ */
+int daemon_sandboxes_open(struct proxy_env *env, char *why, size_t whylen);
+/* Put a reloaded policy's sandboxes in force (after its rules). */
+void daemon_sandboxes_reload(struct proxy_env *env, const struct config *cf);
 
 #endif

@@ -734,6 +734,17 @@ netguard_upstream_addrs(const struct route *rt,
 	free(e6);
 }
 
+int
+netguard_sandboxes(const struct sandbox_conf *add,
+    const struct sandbox_conf *del, char *why, size_t whylen)
+{
+	(void)add;
+	(void)del;
+	(void)why;
+	(void)whylen;
+	return 0;
+}
+
 void
 netguard_stop(const struct config *cf)
 {
