@@ -36,7 +36,8 @@ static const struct command commands[] = {
 	    "sluice audit stats FILE...\n" },
 	{ "admin", cmd_admin,
 	    "sluice admin [-c POLICY.json | --socket PATH] "
-	    "status | reload | revoke JTI...\n" },
+	    "status | reload | revoke JTI... | sandbox add ID IFACE ADDR... | "
+	    "sandbox del ID | sandbox list\n" },
 	{ "certs", cmd_certs,
 	    "sluice certs init --dir DIR [--days N] [--name CN] "
 	    "[--permit HOST]... [--permit-from POLICY.json]\n"

@@ -319,8 +319,9 @@ int sbx_registry_sync(struct sbx_registry *, const struct config *cf, char *why,
  * [i]: field: reason").
  */
 #define SBX_STATE_FILE "sandboxes.json"
-int sbx_registry_save(const struct sbx_registry *, const char *dir, char *why,
-    size_t whylen);
+/* dirfd (-1: none) is dir opened O_PATH, for a process that dropped root. */
+int sbx_registry_save(const struct sbx_registry *, int dirfd, const char *dir,
+    char *why, size_t whylen);
 int sbx_registry_load(struct sbx_registry *, const struct config *cf,
     const char *dir, char *why, size_t whylen);
 /*

@@ -644,10 +644,11 @@ sbx_state_path(const char *dir, char *buf, size_t len, const char *suffix)
 }
 
 int
-sbx_registry_save(const struct sbx_registry *r, const char *dir, char *why,
-    size_t whylen)
+sbx_registry_save(const struct sbx_registry *r, int dirfd, const char *dir,
+    char *why, size_t whylen)
 {
 	char path[4096], tmp[4096], addr[INET6_ADDRSTRLEN];
+	const char *pn = SBX_STATE_FILE, *tn = SBX_STATE_FILE ".tmp";
 	cJSON *root, *o, *a;
 	char *text = NULL;
 	size_t i, j, len;
@@ -657,6 +658,11 @@ sbx_registry_save(const struct sbx_registry *r, const char *dir, char *why,
 	    sbx_state_path(dir, tmp, sizeof(tmp), ".tmp") == -1) {
 		snprintf(why, whylen, "state_dir: path too long");
 		return -1;
+	}
+	if (dirfd == -1) {
+		dirfd = AT_FDCWD;
+		pn = path;
+		tn = tmp;
 	}
 	if ((root = cJSON_CreateArray()) == NULL)
 		goto nomem;
@@ -681,17 +687,17 @@ sbx_registry_save(const struct sbx_registry *r, const char *dir, char *why,
 	if ((text = cJSON_Print(root)) == NULL)
 		goto nomem;
 	len = strlen(text);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-	    0600);
+	fd = openat(dirfd, tn,
+	    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd == -1 || write(fd, text, len) != (ssize_t)len ||
 	    write(fd, "\n", 1) != 1 || fsync(fd) == -1) {
 		snprintf(why, whylen, "%s: %s", tmp, strerror(errno));
 		goto out;
 	}
-	if (close(fd) == -1 || rename(tmp, path) == -1) {
+	if (close(fd) == -1 || renameat(dirfd, tn, dirfd, pn) == -1) {
 		fd = -1;
 		snprintf(why, whylen, "%s: %s", path, strerror(errno));
-		(void)unlink(tmp);
+		(void)unlinkat(dirfd, tn, 0);
 		goto out;
 	}
 	fd = -1;
@@ -702,7 +708,7 @@ nomem:
 out:
 	if (fd != -1) {
 		close(fd);
-		(void)unlink(tmp);
+		(void)unlinkat(dirfd, tn, 0);
 	}
 	free(text);
 	cJSON_Delete(root);

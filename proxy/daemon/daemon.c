@@ -1040,6 +1040,9 @@ serve(const struct run_opts *op)
 
 		rc = daemon_sandboxes_open(&d_env, why, sizeof(why));
 		as_root(was);
+		/* As for the budget: a path only root may walk. */
+		if (rc == -1 && was == 1)
+			rc = daemon_sandboxes_open(&d_env, why, sizeof(why));
 		if (rc == -1) {
 			log_warnx("state_dir: %s", why);
 			return SL_EXIT_RUNTIME;
@@ -1062,6 +1065,8 @@ serve(const struct run_opts *op)
 	if (open_state(why, sizeof(why)) == -1 ||
 	    open_control(why, sizeof(why)) == -1)
 		return SL_EXIT_RUNTIME;
+	if (d_env.pe_cf->cf_np.np_mode == NETPOLICY_GATEWAY)
+		daemon_sandboxes_statedir(&d_env);
 	/*
 	 * The policy is loaded and everything it names is open: the key
 	 * files marked unlink_after_read go now, while we may still remove

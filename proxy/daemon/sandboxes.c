@@ -8,6 +8,7 @@
  */
 #include <sys/types.h>
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,6 +19,9 @@
 #include "proxy/ops/ops.h"
 #include "proxy/relay/relay.h"
 #include "proxy/util/util.h"
+
+/* state_dir, opened before the privilege drop (its parents may be closed). */
+static int sbx_dirfd = -1;
 
 /* "198.18.0.2 2001:2::2": a sandbox's addresses, for list and audit. */
 static void
@@ -99,8 +103,8 @@ sbx_add(struct proxy_env *env, int argc, char **argv, uid_t uid,
 		(void)sbx_registry_del(env->pe_sbx, sc.sc_id);
 		return -1;
 	}
-	if (sbx_registry_save(env->pe_sbx, cf->cf_state_dir, why, whylen) ==
-	    -1) {
+	if (sbx_registry_save(env->pe_sbx, sbx_dirfd, cf->cf_state_dir, why,
+		whylen) == -1) {
 		if (netguard_sandboxes(NULL, &sc, w2, sizeof(w2)) == -1)
 			log_warnx("admin: sandbox add %s: %s", sc.sc_id, w2);
 		(void)sbx_registry_del(env->pe_sbx, sc.sc_id);
@@ -139,8 +143,8 @@ sbx_del(struct proxy_env *env, int argc, char **argv, uid_t uid,
 	if (netguard_sandboxes(NULL, &sc, why, whylen) == -1)
 		return -1;
 	(void)sbx_registry_del(env->pe_sbx, sc.sc_id);
-	if (sbx_registry_save(env->pe_sbx, cf->cf_state_dir, why, whylen) ==
-	    -1) {
+	if (sbx_registry_save(env->pe_sbx, sbx_dirfd, cf->cf_state_dir, why,
+		whylen) == -1) {
 		/* Back as it was: the file still names it. */
 		if (sbx_registry_add(env->pe_sbx, &sc, 1, w2, sizeof(w2)) ==
 			-1 ||
@@ -181,8 +185,8 @@ daemon_sandboxes_reload(struct proxy_env *env, const struct config *cf)
 		log_warnx("reload: sandboxes: %s", why);
 	else if (rc == 1) {
 		log_warnx("reload: %s", why);
-		if (sbx_registry_save(env->pe_sbx, cf->cf_state_dir, why,
-			sizeof(why)) == -1)
+		if (sbx_registry_save(env->pe_sbx, sbx_dirfd, cf->cf_state_dir,
+			why, sizeof(why)) == -1)
 			log_warnx("reload: sandboxes: %s", why);
 	}
 }
@@ -192,4 +196,13 @@ daemon_sandboxes_open(struct proxy_env *env, char *why, size_t whylen)
 {
 	return sbx_registry_load(env->pe_sbx, env->pe_cf,
 	    env->pe_cf->cf_state_dir, why, whylen);
+}
+
+void
+daemon_sandboxes_statedir(const struct proxy_env *env)
+{
+	if (sbx_dirfd == -1 &&
+	    (sbx_dirfd = open(env->pe_cf->cf_state_dir,
+		 O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1)
+		log_warn("state_dir: %s", env->pe_cf->cf_state_dir);
 }

@@ -420,7 +420,7 @@ test_registry_sync_and_state(void **state)
 			     sizeof(why)),
 	    0);
 	assert_int_equal(sbx_registry_add(r, &sc, 1, why, sizeof(why)), 0);
-	if (sbx_registry_save(r, dir, why, sizeof(why)) == -1)
+	if (sbx_registry_save(r, -1, dir, why, sizeof(why)) == -1)
 		fail_msg("%s", why);
 	assert_non_null(r2 = sbx_registry_new());
 	assert_int_equal(sbx_registry_load(r2, cf, dir, why, sizeof(why)), 0);
