@@ -518,6 +518,8 @@ daemon_reload(void)
 	config_unref(d_env.pe_cf);
 	d_env.pe_cf = n;
 	d_reloads++;
+	if (revwatch_start(&d_env, why, sizeof(why)) == -1)
+		log_warnx("reload: %s (its changes need a reload)", why);
 	/* In force: only now may a newly read key's file go. */
 	if (config_unlink_keys(d_env.pe_cf, why, sizeof(why)) == -1)
 		log_warnx("reload: %s", why);
@@ -964,6 +966,7 @@ run_stop(struct event **sigev, size_t n)
 	upstreams_unref(d_env.pe_ups);
 	intercept_free(d_env.pe_icpt);
 	d_env.pe_icpt = NULL;
+	revwatch_stop();
 	sbx_registry_free(d_env.pe_sbx);
 	d_env.pe_sbx = NULL;
 	config_unref(d_env.pe_cf);
@@ -1090,6 +1093,9 @@ serve(const struct run_opts *op)
 		log_warnx("%s", why);
 		return SL_EXIT_RUNTIME;
 	}
+	/* As the user: what it cannot read, it could not re-read. */
+	if (revwatch_start(&d_env, why, sizeof(why)) == -1)
+		log_warnx("%s (its changes need a reload)", why);
 	for (i = 0; i < SL_NELEM(sigs); i++) {
 		sigev[i] =
 		    evsignal_new(d_env.pe_base, sigs[i], signal_cb, NULL);

@@ -29,6 +29,16 @@ void warn_unprivileged_ports(const struct config *cf);
 void warn_policy(const struct config *cf);
 
 /*
+ * revwatch.c: tokens.revoked_file watched with inotify (its directory, so
+ * that a replaced file or a swapped ConfigMap symlink is seen), re-read
+ * on change into env->pe_revfile: a revocation needs no reload. start
+ * (again at each reload: the policy's fresh copy is used until the next
+ * change) returns 0, or -1 with why (changes then need a reload).
+ */
+int revwatch_start(struct proxy_env *env, char *why, size_t whylen);
+void revwatch_stop(void);
+
+/*
  * notify.c: the service manager's notify protocol (sd_notify datagrams to
  * $NOTIFY_SOCKET: a path or an '@' abstract name), without libsystemd.
  * notify_init() connects (0 also when the variable is unset; -1 with why

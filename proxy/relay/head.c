@@ -287,8 +287,7 @@ conn_gather(struct conn *c, const struct http1_msg *m, const struct uri *u,
 	snprintf(rq->rq_jti, sizeof(rq->rq_jti), "%s", claims->jti);
 	rq->rq_expires = claims->exp + cf->cf_tokens.tc_leeway_s;
 	rq->rq_exp = claims->exp;
-	v->rv_revoked = revocations_has(env->pe_revs, cf->cf_revoked,
-	    cf->cf_nrevoked, claims->jti);
+	v->rv_revoked = proxy_env_revoked(env, cf, claims->jti);
 	if (budget_may_apply(cf, claims))
 		v->rv_budget_used = budget_used(env->pe_budget, claims->jti);
 }

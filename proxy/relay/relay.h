@@ -40,12 +40,25 @@ struct proxy_env {
 	struct budget *pe_budget;
 	struct token_cache *pe_cache;
 	struct sbx_registry *pe_sbx; /* gateway: the sandboxes in force */
-	int pe_draining;             /* SIGTERM/SIGINT: no new connections */
+	/*
+	 * revoked_file as the watcher (daemon) last read it, sorted; used
+	 * instead of the policy's copy while pe_revfile_set.
+	 */
+	char **pe_revfile;
+	size_t pe_nrevfile;
+	int pe_revfile_set;
+	int pe_draining; /* SIGTERM/SIGINT: no new connections */
 };
 /* Wall clock, seconds: pe_base's cached time inside a callback. */
 int64_t proxy_env_now(const struct proxy_env *);
 /* The same in microseconds. */
 int64_t proxy_env_now_us(const struct proxy_env *);
+/*
+ * Whether jti is revoked: over the admin socket, or in revoked_file (the
+ * watcher's latest reading of it, else cf's).
+ */
+int proxy_env_revoked(const struct proxy_env *, const struct config *cf,
+    const char *jti);
 
 /*
  * upstream.c: connections to upstreams. One struct upstreams per loaded

@@ -379,7 +379,6 @@ class GatewayIdentity(case.ProxyTestCase):
         # b's bucket is its own: a is served.
         self.assertEqual(self.request("a", tok_a).status, 200)
 
-    @unittest.skip("revoked_file is not watched yet")
     def test_09_revoked_file_watched(self):
         time.sleep(1.1)
         tok = self.token("a", jti="jti-cm-1")
