@@ -4,11 +4,16 @@
  * directory, not the file: an editor's or a Kubernetes ConfigMap/Secret
  * update replaces the file (a rename, or the swap of the "..data"
  * symlink the file's link goes through) and a watch on the old inode
- * would never see it. Any event in the directory re-reads the file after
- * a short settle; an unreadable or invalid file keeps the list in force
- * (a half-written update must not un-revoke anything) and says why.
+ * would never see it. An event for the file's name, or for the first
+ * part of where its link points (a ConfigMap's "..data"), re-reads the
+ * file after a short settle (other files of the directory, such as an
+ * audit log next to it, are not its business); a list that changed is
+ * logged and audited. An unreadable or invalid file keeps the list in
+ * force (a half-written update must not un-revoke anything) and says why.
  */
 #include <sys/inotify.h>
+
+#include <limits.h>
 
 #include <errno.h>
 #include <libgen.h>
@@ -33,9 +38,11 @@ static struct {
 	int fd;
 	int wd;
 	char *path;
+	char name[NAME_MAX + 1]; /* the file's, in its directory */
+	char link[NAME_MAX + 1]; /* the first part of its link's target */
 	struct event *ev;
 	struct event *settle;
-} rw = { NULL, -1, -1, NULL, NULL, NULL };
+} rw = { .fd = -1, .wd = -1 };
 
 static void
 rw_list_free(char **list, size_t n)
@@ -57,12 +64,26 @@ rw_forget(struct proxy_env *env)
 	env->pe_revfile_set = 0;
 }
 
+static int
+rw_same(char *const *a, size_t na, char *const *b, size_t nb)
+{
+	size_t i;
+
+	if (na != nb)
+		return 0;
+	for (i = 0; i < na; i++)
+		if (strcmp(a[i], b[i]) != 0)
+			return 0;
+	return 1;
+}
+
 static void
 rw_read(void)
 {
 	struct proxy_env *env = rw.env;
 	char **list = NULL, why[512];
 	size_t n = 0;
+	int same;
 
 	if (revocations_read_file(rw.path, &list, &n, why, sizeof(why)) == -1) {
 		log_warnx("tokens.revoked_file: %s (the revocations in force "
@@ -74,10 +95,15 @@ rw_read(void)
 		(void)audit_commit(env->pe_audit);
 		return;
 	}
+	same = env->pe_revfile_set ?
+	    rw_same(list, n, env->pe_revfile, env->pe_nrevfile) :
+	    rw_same(list, n, env->pe_cf->cf_revoked, env->pe_cf->cf_nrevoked);
 	rw_list_free(env->pe_revfile, env->pe_nrevfile);
 	env->pe_revfile = list;
 	env->pe_nrevfile = n;
 	env->pe_revfile_set = 1;
+	if (same)
+		return;
 	log_info("tokens.revoked_file: %s: %zu revoked", rw.path, n);
 	audit_begin(env->pe_audit, "token.revoked_file");
 	audit_add_cstr(env->pe_audit, "path", rw.path);
@@ -100,14 +126,26 @@ rw_event_cb(evutil_socket_t fd, short what, void *arg)
 	char buf[4096]
 	    __attribute__((aligned(__alignof__(struct inotify_event))));
 	struct timeval tv = { 0, RW_SETTLE_MS * 1000 };
+	const struct inotify_event *ie;
 	ssize_t n;
+	size_t off;
 	int any = 0;
 
 	(void)what;
 	(void)arg;
-	/* What happened does not matter, only that something did. */
+	/* What happened does not matter, only to which name. */
 	while ((n = read(fd, buf, sizeof(buf))) > 0)
-		any = 1;
+		for (off = 0; off + sizeof(*ie) <= (size_t)n;
+		     off += sizeof(*ie) + ie->len) {
+			ie = (const struct inotify_event *)(buf + off);
+			if (off + sizeof(*ie) + ie->len > (size_t)n)
+				break;
+			if (ie->len == 0 || (ie->mask & IN_Q_OVERFLOW) ||
+			    strcmp(ie->name, rw.name) == 0 ||
+			    (rw.link[0] != '\0' &&
+				strcmp(ie->name, rw.link) == 0))
+				any = 1;
+		}
 	if (n == -1 && errno != EAGAIN && errno != EINTR)
 		log_warn("tokens.revoked_file: inotify");
 	if (any && rw.settle != NULL)
@@ -144,6 +182,21 @@ revwatch_start(struct proxy_env *env, char *why, size_t whylen)
 	if ((rw.path = strdup(file)) == NULL || (copy = strdup(file)) == NULL) {
 		snprintf(why, whylen, "tokens.revoked_file: out of memory");
 		return -1;
+	}
+	snprintf(rw.name, sizeof(rw.name), "%s",
+	    strrchr(file, '/') != NULL ? strrchr(file, '/') + 1 : file);
+	rw.link[0] = '\0';
+	{
+		char target[PATH_MAX];
+		ssize_t tl = readlink(file, target, sizeof(target) - 1);
+
+		/* "..data/revoked.txt": the swap renames "..data". */
+		if (tl > 0 && target[0] != '/') {
+			target[tl] = '\0';
+			target[strcspn(target, "/")] = '\0';
+			if (strlen(target) < sizeof(rw.link))
+				memcpy(rw.link, target, strlen(target) + 1);
+		}
 	}
 	dir = dirname(copy);
 	rw.fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
