@@ -37,12 +37,14 @@ static struct {
 	struct proxy_env *env;
 	int fd;
 	int wd;
+	int wd2;                  /* the directory the link resolves into */
+	char rname[NAME_MAX + 1]; /* the resolved file's name there */
 	char *path;
 	char name[NAME_MAX + 1]; /* the file's, in its directory */
 	char link[NAME_MAX + 1]; /* the first part of its link's target */
 	struct event *ev;
 	struct event *settle;
-} rw = { .fd = -1, .wd = -1 };
+} rw = { .fd = -1, .wd = -1, .wd2 = -1 };
 
 static void
 rw_list_free(char **list, size_t n)
@@ -62,6 +64,33 @@ rw_forget(struct proxy_env *env)
 	env->pe_revfile = NULL;
 	env->pe_nrevfile = 0;
 	env->pe_revfile_set = 0;
+}
+
+/*
+ * Through a link, the file itself sits elsewhere (a ConfigMap's
+ * "..2026_.../revoked.txt"): watch that directory too, for an edit in
+ * place, and move the watch when the link comes to point elsewhere.
+ */
+static void
+rw_watch_target(void)
+{
+	char real[PATH_MAX], *slash;
+
+	if (rw.wd2 != -1)
+		(void)inotify_rm_watch(rw.fd, rw.wd2);
+	rw.wd2 = -1;
+	rw.rname[0] = '\0';
+	if (rw.fd == -1 || realpath(rw.path, real) == NULL ||
+	    strcmp(real, rw.path) == 0 ||
+	    (slash = strrchr(real, '/')) == NULL ||
+	    strlen(slash + 1) >= sizeof(rw.rname))
+		return;
+	memcpy(rw.rname, slash + 1, strlen(slash + 1) + 1);
+	*slash = '\0';
+	rw.wd2 = inotify_add_watch(rw.fd, real[0] != '\0' ? real : "/",
+	    IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_MODIFY | IN_ONLYDIR);
+	if (rw.wd2 == rw.wd) /* the same directory after all */
+		rw.wd2 = -1;
 }
 
 static int
@@ -95,6 +124,7 @@ rw_read(void)
 		(void)audit_commit(env->pe_audit);
 		return;
 	}
+	rw_watch_target();
 	same = env->pe_revfile_set ?
 	    rw_same(list, n, env->pe_revfile, env->pe_nrevfile) :
 	    rw_same(list, n, env->pe_cf->cf_revoked, env->pe_cf->cf_nrevoked);
@@ -140,7 +170,11 @@ rw_event_cb(evutil_socket_t fd, short what, void *arg)
 			ie = (const struct inotify_event *)(buf + off);
 			if (off + sizeof(*ie) + ie->len > (size_t)n)
 				break;
-			if (ie->len == 0 || (ie->mask & IN_Q_OVERFLOW) ||
+			if (ie->wd == rw.wd2 && rw.wd2 != -1) {
+				if (ie->len == 0 ||
+				    strcmp(ie->name, rw.rname) == 0)
+					any = 1;
+			} else if (ie->len == 0 || (ie->mask & IN_Q_OVERFLOW) ||
 			    strcmp(ie->name, rw.name) == 0 ||
 			    (rw.link[0] != '\0' &&
 				strcmp(ie->name, rw.link) == 0))
@@ -163,7 +197,7 @@ revwatch_stop(void)
 		close(rw.fd);
 	free(rw.path);
 	rw.ev = rw.settle = NULL;
-	rw.fd = rw.wd = -1;
+	rw.fd = rw.wd = rw.wd2 = -1;
 	rw.path = NULL;
 	if (rw.env != NULL)
 		rw_forget(rw.env);
@@ -213,6 +247,7 @@ revwatch_start(struct proxy_env *env, char *why, size_t whylen)
 		return -1;
 	}
 	free(copy);
+	rw_watch_target();
 	rw.ev = event_new(env->pe_base, rw.fd, EV_READ | EV_PERSIST,
 	    rw_event_cb, NULL);
 	rw.settle = evtimer_new(env->pe_base, rw_settle_cb, NULL);

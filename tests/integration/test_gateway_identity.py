@@ -393,6 +393,21 @@ class GatewayIdentity(case.ProxyTestCase):
             time.sleep(0.1)
         self.assertDenied(r, 407, "token_revoked", auth="proxy")
         self.assertLess(time.time() - t0, 2.0)
+        # An edit in place, through the link, counts as well.
+        tok2 = self.token("a", jti="jti-cm-2")
+        self.assertEqual(self.request("a", tok2).status, 200)
+        with open(os.path.join(self.cm, "revoked.txt"), "a") as f:
+            f.write("jti-cm-2\n")
+        t0 = time.time()
+        while time.time() - t0 < 2.0:
+            r = self.request("a", tok2)
+            if r.status != 200:
+                break
+            time.sleep(0.1)
+        self.assertDenied(r, 407, "token_revoked", auth="proxy")
+        ev = self.lines(lambda e: e.get("event") == "token.revoked_file" and
+                        e.get("entries") == 3)
+        self.assertTrue(ev, "no token.revoked_file line with 3 entries")
 
 
 if __name__ == "__main__":
