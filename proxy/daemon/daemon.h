@@ -123,6 +123,8 @@ int daemon_sandbox_cmd(struct proxy_env *env, int argc, char **argv, uid_t uid,
 int daemon_sandboxes_open(struct proxy_env *env, char *why, size_t whylen);
 /* Once state_dir exists, before the drop: keep it open for the saves. */
 void daemon_sandboxes_statedir(const struct proxy_env *env);
+/* On stderr: a gateway policy without sandboxes (nothing is served). */
+void warn_sandboxes(const struct config *cf);
 /* Put a reloaded policy's sandboxes in force (after its rules). */
 void daemon_sandboxes_reload(struct proxy_env *env, const struct config *cf);
 

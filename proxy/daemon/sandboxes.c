@@ -206,3 +206,18 @@ daemon_sandboxes_statedir(const struct proxy_env *env)
 		 O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1)
 		log_warn("state_dir: %s", env->pe_cf->cf_state_dir);
 }
+
+void
+warn_sandboxes(const struct config *cf)
+{
+	if (cf->cf_np.np_mode != NETPOLICY_GATEWAY || cf->cf_nsandboxes > 0)
+		return;
+	(void)fprintf(stderr,
+	    "sluice: warning: gateway mode with no sandboxes: every "
+	    "connection is refused (sandbox_unknown) until one is "
+	    "registered%s\n",
+	    cf->cf_admin_socket != NULL ?
+		" with \"sluice admin sandbox add\"" :
+		"; there is no admin.socket to add one at run time either");
+	(void)fflush(stderr);
+}
