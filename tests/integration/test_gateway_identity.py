@@ -244,6 +244,13 @@ class GatewayIdentity(case.ProxyTestCase):
         # The sbx claim binds instead of sub when present.
         r = self.request("b", self.token("run-17", extra={"sbx": "b"}))
         self.assertEqual(r.status, 200, r)
+        # As `sluice token mint --sbx` makes it.
+        p = run([ENV.bin, "token", "mint", "--key", self.key, "--alg",
+                 "HS256", "--aud", "model", "--sub", "run-18", "--sbx", "b",
+                 "--ttl", "600", "--kid", "k1"])
+        self.assertEqual(self.request("b", p.stdout.strip()).status, 200)
+        self.assertDenied(self.request("a", p.stdout.strip()), 407,
+                          "token_wrong_sandbox", auth="proxy")
 
     def test_02_other_sandbox_token(self):
         mark = self.fake.log.mark()
@@ -254,7 +261,8 @@ class GatewayIdentity(case.ProxyTestCase):
         self.assertDenied(r, 407, "token_wrong_sandbox", auth="proxy")
         self.assertNothingUpstream(self.fake, mark)
         line = self.lines(lambda e: e.get("event") == "http.request" and
-                          e.get("reason") == "token_wrong_sandbox")[0]
+                          e.get("reason") == "token_wrong_sandbox" and
+                          e.get("sub") == "a")[0]
         self.assertEqual((line["sandbox"], line["sub"]), ("b", "a"))
 
     def test_03_unknown_source(self):
