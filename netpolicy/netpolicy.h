@@ -24,7 +24,7 @@
 
 #define NP_NAME_MAX      64  /* table, chain and set names, with NUL */
 #define NP_DATA_MAX      16  /* the widest register value we compare */
-#define NP_KEY_MAX       20  /* ipv6_addr . inet_service */
+#define NP_KEY_MAX       32  /* ifname . ipv6_addr */
 #define NP_RULE_MAX_EXPR 24  /* longer rules are kept as "unknown" */
 #define NP_RAW_MAX       512 /* libnftnl's text of a dumped rule */
 
@@ -32,6 +32,10 @@
 #define NP_SET_UPSTREAM6   "upstream6"
 #define NP_CHAIN_REDIRECT  "transparent" /* sidecar: nat output chain */
 #define NP_DYN_TIMEOUT_MIN 60 /* seconds: floor for DNS-derived timeouts */
+/* Gateway: the registered sandboxes' (interface, source address) pairs. */
+#define NP_SET_SANDBOX4 "sandbox4"
+#define NP_SET_SANDBOX6 "sandbox6"
+#define NP_IFNAME_LEN   16 /* IFNAMSIZ: an ifname in a set key */
 /*
  * Sidecar: the conntrack mark sluice's accepted upstream (and DNS over TCP)
  * connections get on their first packet, so that the packets the kernel
@@ -66,6 +70,16 @@ struct np_inbound {
 };
 
 /*
+ * Gateway: one address a registered sandbox may send from, on its
+ * interface (the gateway-side name of its veth).
+ */
+struct np_sandbox {
+	const char *ns_iface; /* exact name, < NP_IFNAME_LEN bytes */
+	int ns_family;        /* AF_INET or AF_INET6 */
+	uint8_t ns_addr[16];
+};
+
+/*
  * The facts a ruleset is built from: a narrow copy of the daemon's policy
  * (proxy/netguard.c and proxy/cmd_netpolicy.c fill it from struct config),
  * so that this library needs no proxy/ header. Every pointer is borrowed
@@ -97,6 +111,8 @@ struct np_input {
 	size_t ni_nredirect_ports;
 	uint16_t ni_redirect_to;
 	int ni_redirect_v4, ni_redirect_v6;
+	const struct np_sandbox *ni_sandboxes; /* gateway */
+	size_t ni_nsandboxes;
 };
 
 /* The nftables expressions the model knows; anything else is NP_E_OTHER. */
@@ -252,6 +268,13 @@ int np_rule_is_drop(const struct np_rule *ru);
 int np_elem_addr_port(struct np_elem *e, const struct sockaddr *sa,
     uint16_t port, uint32_t timeout_s);
 
+/*
+ * Make the key of a sandbox set element (NP_SET_SANDBOX4/6): "ifname .
+ * ipv4_addr" or "ifname . ipv6_addr" as the kernel stores it, static.
+ * Returns 0, or -1 for a name that does not fit or another family.
+ */
+int np_elem_sandbox(struct np_elem *e, const struct np_sandbox *sb);
+
 /* render.c */
 
 /*
@@ -321,6 +344,20 @@ int np_flush(const char *table, char *why, size_t whylen);
  */
 int np_set_add(const char *table, const char *set, const struct np_elem *elems,
     size_t nelems, char *why, size_t whylen);
+
+/* One element to add to or delete from a set of the table. */
+struct np_set_change {
+	const char *sc_set;
+	struct np_elem sc_elem;
+	int sc_del; /* delete it (absent already is not an error) */
+};
+/*
+ * Apply changes in one batch: every delete first (each added, then
+ * deleted, so that one already absent cannot fail the batch), then every
+ * add. Returns 0 or -1 with why set (the kernel rolled it all back).
+ */
+int np_set_update(const char *table, const struct np_set_change *changes,
+    size_t n, char *why, size_t whylen);
 
 /* dump.c */
 

@@ -1125,3 +1125,38 @@ np_set_add(const char *table, const char *set, const struct np_elem *elems,
 	txn_free(&t, rc == 0);
 	return rc;
 }
+
+int
+np_set_update(const char *table, const struct np_set_change *ch, size_t n,
+    char *why, size_t whylen)
+{
+	struct np_txn t;
+	size_t i;
+	int rc, pass;
+
+	if (n == 0)
+		return 0;
+	if (txn_init(&t, why, whylen) == -1)
+		return -1;
+	if (txn_begin(&t) == -1)
+		goto fail;
+	/* Pass 0: add what goes (so its delete cannot fail); 1: delete it;
+	 * 2: add what comes. */
+	for (pass = 0; pass < 3; pass++)
+		for (i = 0; i < n; i++) {
+			if ((pass < 2) != (ch[i].sc_del != 0))
+				continue;
+			if (txn_elems_op(&t, table, ch[i].sc_set, 0,
+				&ch[i].sc_elem, 1, pass == 1) == -1)
+				goto fail;
+		}
+	if (txn_end(&t) == -1)
+		goto fail;
+	rc = txn_run(&t, why, whylen);
+	txn_free(&t, rc == 0);
+	return rc;
+fail:
+	np_why(why, whylen, "netpolicy: cannot build the batch");
+	txn_free(&t, 0);
+	return -1;
+}

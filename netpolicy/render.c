@@ -23,6 +23,7 @@
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_conntrack_tuple_common.h>
 #include <linux/netfilter/nf_tables.h>
+#include <linux/rtnetlink.h>
 
 #include "netpolicy/netpolicy.h"
 #include "netpolicy/np_private.h"
@@ -153,6 +154,35 @@ unit_cmp(const struct np_rule *ru, size_t i, struct unit *u,
 }
 
 /*
+ * A meta load and its cmp, or "iifname . ip saddr" (the meta load, the
+ * payload load in the next register) and the set lookup that takes them.
+ */
+static int
+unit_meta(const struct np_rule *ru, size_t i, struct unit *u)
+{
+	const struct np_expr *e = &ru->ru_exprs[i], *p, *l;
+
+	if (i + 1 < ru->ru_nexprs && cmp_follows(e, &ru->ru_exprs[i + 1]))
+		return unit_cmp(ru, i, u, U_META);
+	if (e->ex_key != NFT_META_IIFNAME || e->ex_dreg != NFT_REG_1 ||
+	    i + 2 >= ru->ru_nexprs)
+		return -1;
+	p = &ru->ru_exprs[i + 1];
+	l = &ru->ru_exprs[i + 2];
+	if (p->ex_type != NP_E_PAYLOAD ||
+	    p->ex_base != NFT_PAYLOAD_NETWORK_HEADER ||
+	    p->ex_dreg != concat_reg(NP_IFNAME_LEN) ||
+	    l->ex_type != NP_E_LOOKUP || l->ex_unknown_attr ||
+	    l->ex_sreg != e->ex_dreg ||
+	    (l->ex_flags & ~(uint32_t)NFT_LOOKUP_F_INV) != 0)
+		return -1;
+	unit_set(u, U_LOOKUP, e, l);
+	u->u_load[1] = p;
+	u->u_nload = 2;
+	return 3;
+}
+
+/*
  * A payload load and its cmp, or one or two payload loads (a
  * concatenation) and the set lookup that takes them.
  */
@@ -257,7 +287,7 @@ unit_parse(const struct np_rule *ru, size_t i, struct unit *u)
 
 	switch (e->ex_type) {
 	case NP_E_META:
-		return unit_cmp(ru, i, u, U_META);
+		return unit_meta(ru, i, u);
 	case NP_E_PAYLOAD:
 		return unit_payload(ru, i, u);
 	case NP_E_IMMEDIATE:
@@ -439,7 +469,9 @@ field_name(struct sb *sb, const struct ctx *c, const struct np_expr *p)
 {
 	const char *name = NULL;
 
-	if (p->ex_base == NFT_PAYLOAD_NETWORK_HEADER)
+	if (p->ex_type == NP_E_META)
+		name = p->ex_key == NFT_META_IIFNAME ? "iifname" : NULL;
+	else if (p->ex_base == NFT_PAYLOAD_NETWORK_HEADER)
 		name = network_field_name(c, p);
 	else if (p->ex_base == NFT_PAYLOAD_TRANSPORT_HEADER)
 		name = transport_field_name(c, p);
@@ -549,6 +581,11 @@ nfproto_implied(const struct unit *u, size_t nu, size_t k)
 		return 0;
 	if ((u[j].u_kind == U_PCMP || u[j].u_kind == U_LOOKUP) &&
 	    u[j].u_load[0]->ex_base == NFT_PAYLOAD_NETWORK_HEADER)
+		return 1;
+	/* "iifname . ip saddr": the address part implies it too. */
+	if (u[j].u_kind == U_LOOKUP && u[j].u_nload == 2 &&
+	    u[j].u_load[0]->ex_type == NP_E_META &&
+	    u[j].u_load[1]->ex_base == NFT_PAYLOAD_NETWORK_HEADER)
 		return 1;
 	if (unit_has_base(&u[j], NFT_PAYLOAD_TRANSPORT_HEADER) &&
 	    ((l4 == IPPROTO_ICMPV6 && nf == NFPROTO_IPV6) ||
@@ -816,12 +853,23 @@ print_ctset(struct sb *sb, const struct unit *u)
 	return 0;
 }
 
-/* Only the reverse-path check sluice uses: fib saddr . iif oif. */
+/*
+ * The fib matches sluice uses: the reverse-path check (fib saddr . iif
+ * oif) and the listener binding (fib daddr . iif type local).
+ */
 static int
 print_fib(struct sb *sb, const struct unit *u)
 {
 	const struct np_expr *f = u->u_load[0], *cmp = u->u_last;
 	uint32_t rp = NFTA_FIB_F_SADDR | NFTA_FIB_F_IIF;
+
+	if (f->ex_key == NFT_FIB_RESULT_ADDRTYPE &&
+	    f->ex_flags == (NFTA_FIB_F_DADDR | NFTA_FIB_F_IIF) &&
+	    cmp->ex_len == 4 && cmp->ex_op == NFT_CMP_EQ &&
+	    data_u32(cmp) == RTN_LOCAL) {
+		sb_printf(sb, "fib daddr . iif type local");
+		return 0;
+	}
 
 	if (f->ex_key != NFT_FIB_RESULT_OIF ||
 	    f->ex_flags != (rp | NFTA_FIB_F_PRESENT) || cmp->ex_len != 4 ||
@@ -1101,6 +1149,8 @@ type_name(uint32_t t)
 		return "inet_proto";
 	case 13:
 		return "inet_service";
+	case 41:
+		return "ifname";
 	default:
 		return NULL;
 	}
@@ -1119,6 +1169,8 @@ type_len(uint32_t t)
 		return 1;
 	case 13:
 		return 2;
+	case 41:
+		return NP_IFNAME_LEN;
 	default:
 		return 0;
 	}
@@ -1188,6 +1240,19 @@ print_elem(struct sb *sb, const struct np_set *set, const struct np_elem *el)
 		} else if (parts[i] == 13) {
 			memcpy(&port, el->el_key + off, sizeof(port));
 			sb_printf(sb, "%u", ntohs(port));
+		} else if (parts[i] == 41) {
+			char ifname[NP_IFNAME_LEN + 1];
+
+			size_t j;
+
+			memcpy(ifname, el->el_key + off, NP_IFNAME_LEN);
+			ifname[NP_IFNAME_LEN] = '\0';
+			/* A dumped name is shown, never trusted. */
+			for (j = 0; ifname[j] != '\0'; j++)
+				if (ifname[j] <= 0x20 || ifname[j] >= 0x7f ||
+				    ifname[j] == '"' || ifname[j] == '\\')
+					ifname[j] = '?';
+			sb_printf(sb, "\"%s\"", ifname);
 		} else
 			sb_printf(sb, "%u", el->el_key[off]);
 		off += round4(len);

@@ -28,6 +28,7 @@
 #include <linux/netfilter/nf_conntrack_common.h>
 #include <linux/netfilter/nf_conntrack_tuple_common.h>
 #include <linux/netfilter/nf_tables.h>
+#include <linux/rtnetlink.h>
 
 #include "netpolicy/netpolicy.h"
 #include "netpolicy/np_private.h"
@@ -40,6 +41,7 @@
 #define NP_TYPE_IPADDR       7
 #define NP_TYPE_IP6ADDR      8
 #define NP_TYPE_INET_SERVICE 13
+#define NP_TYPE_IFNAME       41
 #define NP_TYPE_BITS         6
 
 /*
@@ -291,6 +293,28 @@ np_elem_addr_port(struct np_elem *e, const struct sockaddr *sa, uint16_t port,
 	return 0;
 }
 
+int
+np_elem_sandbox(struct np_elem *e, const struct np_sandbox *sb)
+{
+	size_t n = sb->ns_iface != NULL ? strlen(sb->ns_iface) : 0;
+	uint32_t alen;
+
+	memset(e, 0, sizeof(*e));
+	if (n == 0 || n >= NP_IFNAME_LEN)
+		return -1;
+	if (sb->ns_family == AF_INET)
+		alen = 4;
+	else if (sb->ns_family == AF_INET6)
+		alen = 16;
+	else
+		return -1;
+	/* The name NUL-padded to IFNAMSIZ, then the address. */
+	memcpy(e->el_key, sb->ns_iface, n);
+	memcpy(e->el_key + NP_IFNAME_LEN, sb->ns_addr, alen);
+	e->el_keylen = NP_IFNAME_LEN + alen;
+	return 0;
+}
+
 /*
  * Rule builder. It remembers which protocol context the rule has already
  * established, and adds nft's implicit dependencies only when a match needs
@@ -463,6 +487,45 @@ rb_daddr_dport_lookup(struct rb *b, int nfproto, const char *set)
 		return;
 	e->ex_sreg = NFT_REG_1;
 	snprintf(e->ex_name, sizeof(e->ex_name), "%s", set);
+}
+
+/*
+ * iifname . ip saddr != @set (or ip6): the name fills the first 16-byte
+ * register, the address goes in the next one, as nft allocates them.
+ */
+static void
+rb_iif_saddr_not_in(struct rb *b, int nfproto, const char *set)
+{
+	struct np_expr *e;
+	int v6 = nfproto == NFPROTO_IPV6;
+
+	rb_nfproto(b, nfproto);
+	if ((e = rb_add(b, NP_E_META)) == NULL)
+		return;
+	e->ex_key = NFT_META_IIFNAME;
+	e->ex_dreg = NFT_REG_1;
+	rb_payload(b, NFT_PAYLOAD_NETWORK_HEADER, v6 ? 8 : 12, v6 ? 16 : 4,
+	    NFT_REG_2);
+	if ((e = rb_add(b, NP_E_LOOKUP)) == NULL)
+		return;
+	e->ex_sreg = NFT_REG_1;
+	e->ex_flags = NFT_LOOKUP_F_INV;
+	snprintf(e->ex_name, sizeof(e->ex_name), "%s", set);
+}
+
+/* fib daddr . iif type local: addressed to the interface it came in on. */
+static void
+rb_fib_daddr_iif_local(struct rb *b)
+{
+	struct np_expr *e;
+	uint32_t local = RTN_LOCAL;
+
+	if ((e = rb_add(b, NP_E_FIB)) == NULL)
+		return;
+	e->ex_flags = NFTA_FIB_F_DADDR | NFTA_FIB_F_IIF;
+	e->ex_key = NFT_FIB_RESULT_ADDRTYPE;
+	e->ex_dreg = NFT_REG_1;
+	rb_cmp(b, NFT_CMP_EQ, &local, sizeof(local));
 }
 
 static void
@@ -1253,6 +1316,11 @@ np_listener_rule(struct np_chain *ch, const struct sockaddr_storage *ss,
 		return -1;
 	}
 	rb_dport(&b, IPPROTO_TCP, port);
+	/*
+	 * Only on the interface the address is on: a sandbox reaches the
+	 * listener on its own link, never the one on another's.
+	 */
+	rb_fib_daddr_iif_local(&b);
 	rb_verdict(&b, NF_ACCEPT, NULL);
 	if (b.err) {
 		np_why(why, whylen, "netpolicy: out of memory");
@@ -1392,6 +1460,45 @@ nomem:
 	return -1;
 }
 
+/*
+ * The registered sandboxes' (interface, address) pairs: static elements,
+ * changed one sandbox at a time by np_set_update().
+ */
+static int
+np_add_sandbox_sets(struct np_ruleset *rs, const struct np_input *in, char *why,
+    size_t whylen)
+{
+	struct np_set *s4, *s6, *set;
+	struct np_elem el;
+	size_t i;
+
+	if ((s4 = np_ruleset_add_set(rs, NP_SET_SANDBOX4)) == NULL)
+		goto nomem;
+	s4->se_keytype = NP_TYPE_IFNAME << NP_TYPE_BITS | NP_TYPE_IPADDR;
+	s4->se_keylen = NP_IFNAME_LEN + 4;
+	if ((s6 = np_ruleset_add_set(rs, NP_SET_SANDBOX6)) == NULL)
+		goto nomem;
+	s6->se_keytype = NP_TYPE_IFNAME << NP_TYPE_BITS | NP_TYPE_IP6ADDR;
+	s6->se_keylen = NP_IFNAME_LEN + 16;
+	s4 = np_ruleset_set(rs, NP_SET_SANDBOX4); /* the array may have moved */
+	for (i = 0; i < in->ni_nsandboxes; i++) {
+		if (np_elem_sandbox(&el, &in->ni_sandboxes[i]) == -1) {
+			np_why(why, whylen,
+			    "sandboxes: entry %zu: not an interface name and an "
+			    "IP address",
+			    i);
+			return -1;
+		}
+		set = in->ni_sandboxes[i].ns_family == AF_INET ? s4 : s6;
+		if (np_set_add_elem(set, &el) == -1)
+			goto nomem;
+	}
+	return 0;
+nomem:
+	np_why(why, whylen, "netpolicy: out of memory");
+	return -1;
+}
+
 static int
 np_build_gateway(struct np_ruleset *rs, const struct np_input *in, char *why,
     size_t whylen)
@@ -1407,6 +1514,8 @@ np_build_gateway(struct np_ruleset *rs, const struct np_input *in, char *why,
 		    "least one pattern");
 		return -1;
 	}
+	if (np_add_sandbox_sets(rs, in, why, whylen) == -1)
+		return -1;
 	ch_in = np_add_base_chain(rs, "input", NF_INET_LOCAL_IN, NF_ACCEPT);
 	if (ch_in == NULL)
 		goto nomem;
@@ -1424,6 +1533,28 @@ np_build_gateway(struct np_ruleset *rs, const struct np_input *in, char *why,
 
 	if (np_iface_jumps(ch_in, ch_fwd, in, why, whylen) == -1)
 		return -1;
+
+	/*
+	 * The sandboxes resolve the gateway's link-layer address (from
+	 * link-local or unspecified sources: neighbour discovery never
+	 * leaves the link, hop limit 255).
+	 */
+	if (np_add_nd_rules(ch_sin) == -1)
+		goto nomem;
+	/*
+	 * Anti-spoofing: from each interface only its sandbox's source
+	 * addresses, and nothing from an interface without a sandbox.
+	 */
+	rb_init(&b, np_chain_add_rule(ch_sin));
+	rb_iif_saddr_not_in(&b, NFPROTO_IPV4, NP_SET_SANDBOX4);
+	rb_verdict(&b, NFT_JUMP, NP_CHAIN_SANDBOX_DROP);
+	if (b.err)
+		goto nomem;
+	rb_init(&b, np_chain_add_rule(ch_sin));
+	rb_iif_saddr_not_in(&b, NFPROTO_IPV6, NP_SET_SANDBOX6);
+	rb_verdict(&b, NFT_JUMP, NP_CHAIN_SANDBOX_DROP);
+	if (b.err)
+		goto nomem;
 
 	/*
 	 * Reverse path: a source that would not be routed back out of the
@@ -1461,8 +1592,7 @@ np_build_gateway(struct np_ruleset *rs, const struct np_input *in, char *why,
 			whylen) == -1)
 			return -1;
 	}
-	/* The sandboxes resolve the gateway's link-layer address. */
-	if (np_add_nd_rules(ch_sin) == -1 || np_add_quiet_drops(ch_sin) == -1)
+	if (np_add_quiet_drops(ch_sin) == -1)
 		goto nomem;
 	rb_init(&b, np_chain_add_rule(ch_sin));
 	rb_verdict(&b, NFT_JUMP, NP_CHAIN_SANDBOX_DROP);

@@ -27,7 +27,7 @@ static const struct command commands[] = {
 	{ "token", cmd_token,
 	    "sluice token mint --key FILE --alg HS256|EdDSA --aud AUD "
 	    "--sub SUB --ttl SECONDS [--kid KID] [--iss ISS] "
-	    "[--max-requests N] [--jti JTI] [--now UNIXTIME]\n"
+	    "[--max-requests N] [--jti JTI] [--sbx SANDBOX] [--now UNIXTIME]\n"
 	    "sluice token verify -c POLICY.json [--route AUD] TOKEN|-\n" },
 	{ "audit", cmd_audit,
 	    "sluice audit verify [--head STATE_DIR/audit.head] FILE...\n"
@@ -36,7 +36,8 @@ static const struct command commands[] = {
 	    "sluice audit stats FILE...\n" },
 	{ "admin", cmd_admin,
 	    "sluice admin [-c POLICY.json | --socket PATH] "
-	    "status | reload | revoke JTI...\n" },
+	    "status | reload | revoke JTI... | sandbox add ID IFACE ADDR... | "
+	    "sandbox del ID | sandbox list\n" },
 	{ "exec", cmd_exec,
 	    "sluice exec [-c POLICY.json] [--profile generic|anthropic|openai] "
 	    "[--key-file F] [--ttl S] [--max-requests N] [--user U] "

@@ -1,9 +1,9 @@
 /*
  * "sluice admin [-c POLICY.json | --socket PATH] status | reload |
- * revoke JTI...": a client for the daemon's admin socket, so operators need
- * no socat. One command line per connection (the socket's protocol,
- * docs/deployment.md); the answer is copied to stdout. Exit 0 when every
- * answer is "ok ..." (or a status), 1 when one is an error, 3 when the
+ * revoke JTI... | sandbox ...": a client for the daemon's admin socket, so
+ * operators need no socat. One command line per connection (the socket's
+ * protocol, docs/deployment.md); the answer is copied to stdout. Exit 0 when
+ * every answer is "ok ..." (or a status), 1 when one is an error, 3 when the
  * socket cannot be reached.
  *
  * The policy is read only for its admin.socket key, with no other check:
@@ -36,7 +36,8 @@
 
 static const char admin_usage[] =
     "usage: sluice admin [-c POLICY.json | --socket PATH] "
-    "status | reload | revoke JTI...\n";
+    "status | reload | revoke JTI... | sandbox add ID IFACE ADDR... | "
+    "sandbox del ID | sandbox list\n";
 
 /* The admin.socket of the policy at path into out; 0, or -1 (said). */
 static int
@@ -204,7 +205,8 @@ cmd_admin(int argc, char **argv)
 	cmd = argv[optind];
 	if (!((strcmp(cmd, "status") == 0 || strcmp(cmd, "reload") == 0) &&
 		optind + 1 == argc) &&
-	    !(strcmp(cmd, "revoke") == 0 && optind + 1 < argc)) {
+	    !(strcmp(cmd, "revoke") == 0 && optind + 1 < argc) &&
+	    !(strcmp(cmd, "sandbox") == 0 && optind + 1 < argc)) {
 		(void)fputs(admin_usage, stderr);
 		return SL_EXIT_USAGE;
 	}
@@ -215,6 +217,26 @@ cmd_admin(int argc, char **argv)
 			return SL_EXIT_INVALID;
 	} else
 		snprintf(path, sizeof(path), "%s", ADMIN_DEFAULT_SOCKET);
+	if (strcmp(cmd, "sandbox") == 0) {
+		/* One line: the words, each without a blank or a line break. */
+		size_t n = 7;
+
+		memcpy(line, "sandbox", 8);
+
+		for (i = optind + 1; i < argc; i++) {
+			if (argv[i][0] == '\0' ||
+			    strpbrk(argv[i], " \t\r\n") != NULL ||
+			    n + 1 + strlen(argv[i]) >= sizeof(line)) {
+				fprintf(stderr,
+				    "sluice admin: sandbox: bad word %d\n",
+				    i - optind);
+				return SL_EXIT_USAGE;
+			}
+			n += (size_t)snprintf(line + n, sizeof(line) - n, " %s",
+			    argv[i]);
+		}
+		return admin_one(path, line);
+	}
 	if (strcmp(cmd, "revoke") != 0)
 		return admin_one(path, cmd);
 	for (i = optind + 1; i < argc; i++) {

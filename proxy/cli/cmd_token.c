@@ -34,7 +34,7 @@
 #define MINT_USAGE                                                             \
 	"usage: sluice token mint --key FILE --alg HS256|EdDSA --aud AUD "     \
 	"--sub SUB --ttl SECONDS [--kid KID] [--iss ISS] [--max-requests N] "  \
-	"[--jti JTI] [--now UNIXTIME]\n"
+	"[--jti JTI] [--sbx SANDBOX] [--now UNIXTIME]\n"
 #define VERIFY_USAGE                                                           \
 	"usage: sluice token verify -c POLICY.json [--route AUD] TOKEN|-\n"
 /* Largest integer claim that every JSON reader holds exactly (2^53-1). */
@@ -159,7 +159,7 @@ add_int(cJSON *obj, const char *name, int64_t v)
 }
 
 struct mint_args {
-	const char *key, *alg, *sub, *kid, *iss, *jti;
+	const char *key, *alg, *sub, *kid, *iss, *jti, *sbx;
 	const char *aud[TOKEN_MAX_AUD];
 	size_t naud;
 	int64_t ttl, max_requests, now;
@@ -197,6 +197,9 @@ mint_json(const struct mint_args *a, const char *jti, char **hdr, char **claims)
 		bad |= add_int(c, "iat", a->now) == -1;
 		bad |= add_int(c, "exp", a->now + a->ttl) == -1;
 		bad |= cJSON_AddStringToObject(c, "jti", jti) == NULL;
+		if (a->sbx != NULL)
+			bad |=
+			    cJSON_AddStringToObject(c, "sbx", a->sbx) == NULL;
 		if (a->max_requests > 0)
 			bad |=
 			    add_int(c, "max_requests", a->max_requests) == -1;
@@ -258,6 +261,7 @@ mint_parse(int argc, char **argv, struct mint_args *a)
 		{ "iss", required_argument, NULL, 'i' },
 		{ "max-requests", required_argument, NULL, 'm' },
 		{ "jti", required_argument, NULL, 'j' },
+		{ "sbx", required_argument, NULL, 'S' },
 		{ "now", required_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -300,6 +304,9 @@ mint_parse(int argc, char **argv, struct mint_args *a)
 		case 'j':
 			a->jti = optarg;
 			break;
+		case 'S':
+			a->sbx = optarg;
+			break;
 		case 'n':
 			if (parse_int(optarg, 0, MAX_SAFE_INT, &a->now) == -1)
 				return -1;
@@ -315,6 +322,7 @@ mint_parse(int argc, char **argv, struct mint_args *a)
 	    (a->kid != NULL && !claim_arg_ok(a->kid)) ||
 	    (a->iss != NULL && !claim_arg_ok(a->iss)) ||
 	    (a->jti != NULL && !claim_arg_ok(a->jti)) ||
+	    (a->sbx != NULL && !claim_arg_ok(a->sbx)) ||
 	    (strcmp(a->alg, "HS256") != 0 && strcmp(a->alg, "EdDSA") != 0))
 		return -1;
 	return 0;
@@ -416,6 +424,8 @@ print_claims(const struct token_claims *c)
 		add_int(o, "nbf", c->nbf);
 	if (c->max_requests > 0)
 		add_int(o, "max_requests", (int64_t)c->max_requests);
+	if (c->has_sbx)
+		cJSON_AddStringToObject(o, "sbx", c->sbx);
 	if ((s = cJSON_PrintUnformatted(o)) != NULL)
 		printf("%s\n", s);
 	free(s);

@@ -93,6 +93,8 @@ struct limits {
 	uint64_t drain_timeout_ms;
 	uint64_t per_client_connections;    /* open connections per address */
 	uint64_t per_client_refusals_per_s; /* then 429 rate_limited; 0: off */
+	uint64_t per_sandbox_connections;   /* gateway: open per sandbox */
+	uint64_t per_sandbox_rps; /* gateway: requests per second; 0: off */
 };
 
 enum audit_fsync {
@@ -160,6 +162,26 @@ struct exec_conf {
 	size_t ec_nro;
 };
 
+/*
+ * sandboxes[i] (gateway mode, DESIGN.md "Gateway identity"): a sandbox's
+ * id (what its tokens' sub or sbx claim name), the gateway-side interface
+ * it sits behind and the source addresses it may use there.
+ */
+#define SANDBOX_ID_MAX    64   /* bytes of an id */
+#define SANDBOX_IFACE_MAX 16   /* IFNAMSIZ, with the NUL */
+#define SANDBOX_MAX_ADDRS 16   /* addresses of one sandbox */
+#define SANDBOX_MAX       4096 /* sandboxes registered at once */
+struct sandbox_addr {
+	unsigned char sa_fam; /* 4 or 6; 0: none */
+	unsigned char sa_b[16];
+};
+struct sandbox_conf {
+	char sc_id[SANDBOX_ID_MAX + 1];
+	char sc_iface[SANDBOX_IFACE_MAX];
+	struct sandbox_addr sc_addrs[SANDBOX_MAX_ADDRS];
+	size_t sc_naddrs;
+};
+
 struct tokens_conf {
 	char *tc_issuer; /* NULL: not checked */
 	int64_t tc_leeway_s;
@@ -199,6 +221,8 @@ struct config {
 	char *cf_ready_file; /* NULL: none */
 	char **cf_revoked;   /* jtis from revoked_file, sorted */
 	size_t cf_nrevoked;
+	struct sandbox_conf *cf_sandboxes; /* gateway: the policy's */
+	size_t cf_nsandboxes;
 };
 
 /*
@@ -240,5 +264,84 @@ const struct route *config_route(const struct config *, const char *aud);
 #define CONFIG_ANY_OWNER ((uid_t)-1)
 int config_read_secret(const char *path, uid_t owner, unsigned char **out,
     size_t *outlen, char *why, size_t whylen);
+
+/*
+ * sandboxes.c: one sandbox from its parts (the admin socket's "sandbox
+ * add", the persisted registry): the id, an exact interface name that
+ * matches one of cf's sandbox_interfaces, and 1..SANDBOX_MAX_ADDRS IP
+ * literals. 0, or -1 with why naming the part at fault.
+ */
+int sandbox_conf_make(const struct config *cf, const char *id,
+    const char *iface, const char *const *addrs, size_t naddrs,
+    struct sandbox_conf *out, char *why, size_t whylen);
+/* "198.18.0.2" or "2001:2::2" into buf (at least 46 bytes). */
+void sandbox_addr_str(const struct sandbox_addr *, char *buf, size_t len);
+/* The address of sa without its port (IPv4-mapped is IPv4); 0 or -1. */
+int sandbox_addr_of(const struct sockaddr *sa, struct sandbox_addr *out);
+
+/*
+ * The registry of sandboxes in force (DESIGN.md "Gateway identity"): the
+ * policy's and those added over the admin socket, with their run-time
+ * state (open connections, the request rate's bucket). Looking up a
+ * source address is O(1) (a hash keyed with a random seed). A struct
+ * sandbox is reference-counted: a connection holds its sandbox, and one
+ * removed from the registry (sb_removed) lives until the last release.
+ */
+struct sandbox {
+	struct sandbox_conf sb_conf;
+	int sb_admin;     /* added over the admin socket (persisted) */
+	int sb_removed;   /* no longer registered */
+	unsigned sb_refs; /* the registry's, and each connection's */
+	uint64_t sb_conns;
+	int64_t sb_tat_us; /* per_sandbox_rps: the bucket (GCRA) */
+};
+struct sbx_registry;
+struct sbx_registry *sbx_registry_new(void);
+void sbx_registry_free(struct sbx_registry *);
+/*
+ * Add a copy of sc (admin: over the admin socket). Its id, interface and
+ * addresses must be new to the registry. 0, or -1 with why.
+ */
+int sbx_registry_add(struct sbx_registry *, const struct sandbox_conf *sc,
+    int admin, char *why, size_t whylen);
+/* Remove id; 0, or -1 when no sandbox has it. */
+int sbx_registry_del(struct sbx_registry *, const char *id);
+/* The sandbox whose address sa's is (the port aside), or NULL. */
+struct sandbox *
+sbx_registry_lookup(const struct sbx_registry *, const struct sockaddr *sa);
+struct sandbox *sbx_registry_find(const struct sbx_registry *, const char *id);
+/* The registered sandboxes in the order they were added. */
+size_t sbx_registry_count(const struct sbx_registry *);
+struct sandbox *sbx_registry_at(const struct sbx_registry *, size_t i);
+struct sandbox *sandbox_ref(struct sandbox *);
+void sandbox_unref(struct sandbox *);
+/*
+ * Make the registry hold cf's sandboxes and the admin ones: those of the
+ * policy replace the policy's previous ones (one with the same id and
+ * configuration keeps its state); an admin one that clashes with the
+ * policy is dropped (named in why, 1 returned). 0, 1, or -1 with why
+ * (out of memory: some of the policy's may be missing, never extra).
+ */
+int sbx_registry_sync(struct sbx_registry *, const struct config *cf, char *why,
+    size_t whylen);
+/*
+ * The admin sandboxes persist in <dir>/sandboxes.json (a JSON array of
+ * the policy's sandbox objects): save writes it whole (a temporary file
+ * renamed over it); load adds its entries as admin ones (a missing file
+ * is an empty one; one that clashes with a sandbox already registered is
+ * left out: 1 with why naming the first). 0, 1, or -1 with why ("path:
+ * [i]: field: reason").
+ */
+#define SBX_STATE_FILE "sandboxes.json"
+/* dirfd (-1: none) is dir opened O_PATH, for a process that dropped root. */
+int sbx_registry_save(const struct sbx_registry *, int dirfd, const char *dir,
+    char *why, size_t whylen);
+int sbx_registry_load(struct sbx_registry *, const struct config *cf,
+    const char *dir, char *why, size_t whylen);
+/*
+ * Charge one request to sb's bucket of rps per second (burst rps) at
+ * now_us: 0 admitted, else the seconds to wait (>= 1) before the next.
+ */
+int64_t sandbox_rate(struct sandbox *sb, uint64_t rps, int64_t now_us);
 
 #endif

@@ -12,6 +12,7 @@
  *   upstream.c   a route's upstream: URL, TLS and pins, injected headers
  *   load.c       config_load() in order, and the snapshot's references
  *   print.c      config_print(), the normalized policy
+ *   sandboxes.c  sandboxes[] (gateway identity) and the run-time registry
  */
 #ifndef SLUICE_CONFIG_INT_H
 #define SLUICE_CONFIG_INT_H
@@ -127,6 +128,8 @@ int cf_load_routes(struct cfctx *cx, const cJSON *root);
 /* inbound.c */
 int cf_load_inbound(struct cfctx *cx, const cJSON *np_obj);
 void cf_inbound_free(struct netpolicy_conf *np);
+/* sandboxes.c: after cf_load_netpolicy() (gateway mode, its patterns). */
+int cf_load_sandboxes(struct cfctx *cx, const cJSON *root);
 /* intercept.c */
 int cf_load_intercept(struct cfctx *cx, const cJSON *root);
 int cf_check_intercept(struct cfctx *cx);

@@ -98,6 +98,7 @@ config_load(const char *path, const struct config *prev, char *why,
 	static const char *const keys[] = { "user", "listeners", "tokens",
 		"routes", "limits", "audit", "netpolicy", "admin", "metrics",
 		"state_dir", "ready_file", "intercept", "exec", "sha256",
+		"sandboxes",
 		NULL };
 	struct cfctx cx = { path, why, whylen, prev, NULL };
 	unsigned char *buf;
@@ -161,6 +162,7 @@ config_load(const char *path, const struct config *prev, char *why,
 	    cf_load_listeners(&cx, root) == -1 ||
 	    cf_load_limits(&cx, root) == -1 || cf_load_audit(&cx, root) == -1 ||
 	    cf_load_netpolicy(&cx, root) == -1 ||
+	    cf_load_sandboxes(&cx, root) == -1 ||
 	    cf_load_misc(&cx, root) == -1 || cf_load_routes(&cx, root) == -1 ||
 	    cf_link_listeners(&cx) == -1 || cf_check_resolvers(&cx) == -1 ||
 	    cf_load_intercept(&cx, root) == -1 ||
@@ -223,6 +225,7 @@ config_unref(struct config *cf)
 	cf_strlist_free(cf->cf_np.np_resolvers, cf->cf_np.np_nresolvers);
 	cf_strlist_free(cf->cf_np.np_ifaces, cf->cf_np.np_nifaces);
 	cf_inbound_free(&cf->cf_np);
+	free(cf->cf_sandboxes);
 	cf_intercept_free(&cf->cf_intercept);
 	cf_exec_free(&cf->cf_exec);
 	free(cf->cf_admin_socket);

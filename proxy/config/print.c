@@ -190,6 +190,26 @@ config_print(const struct config *cf, FILE *f)
 		    strarray(ib->ib_from, ib->ib_nfrom));
 		cJSON_AddItemToArray(a, e);
 	}
+	if (cf->cf_np.np_mode == NETPOLICY_GATEWAY) {
+		a = cJSON_AddArrayToObject(root, "sandboxes");
+		for (i = 0; i < cf->cf_nsandboxes; i++) {
+			const struct sandbox_conf *sc = &cf->cf_sandboxes[i];
+			cJSON *e = cJSON_CreateObject(), *addrs;
+			char buf[64];
+			size_t j;
+
+			cJSON_AddStringToObject(e, "id", sc->sc_id);
+			cJSON_AddStringToObject(e, "interface", sc->sc_iface);
+			addrs = cJSON_AddArrayToObject(e, "addresses");
+			for (j = 0; j < sc->sc_naddrs; j++) {
+				sandbox_addr_str(&sc->sc_addrs[j], buf,
+				    sizeof(buf));
+				cJSON_AddItemToArray(addrs,
+				    cJSON_CreateString(buf));
+			}
+			cJSON_AddItemToArray(a, e);
+		}
+	}
 	o = cJSON_AddObjectToObject(root, "admin");
 	add_str_or_null(o, "socket", cf->cf_admin_socket);
 	o = cJSON_AddObjectToObject(root, "metrics");

@@ -124,6 +124,8 @@ const struct cf_limit cf_limits[] = {
 	LIMIT(drain_timeout_ms, 10000, 0, 3600000),
 	LIMIT(per_client_connections, 256, 1, 1000000),
 	LIMIT(per_client_refusals_per_s, 20, 0, 1000000),
+	LIMIT(per_sandbox_connections, 256, 1, 1000000),
+	LIMIT(per_sandbox_rps, 0, 0, 1000000),
 	{ NULL, 0, 0, 0, 0 },
 };
 #undef LIMIT

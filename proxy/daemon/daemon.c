@@ -165,6 +165,7 @@ warn_policy(const struct config *cf)
 	warn_unprivileged_ports(cf);
 	warn_injection_open_egress(cf);
 	warn_fd_limit(cf);
+	warn_sandboxes(cf);
 }
 
 void
@@ -510,6 +511,7 @@ daemon_reload(void)
 		goto refused;
 	}
 	audit_apply(d_env.pe_audit, an);
+	daemon_sandboxes_reload(&d_env, n);
 	if (dns_setup(n, why, sizeof(why)) == -1)
 		log_warnx("reload: %s (resolvers unchanged)", why);
 	upstreams_unref(d_env.pe_ups);
@@ -517,6 +519,8 @@ daemon_reload(void)
 	config_unref(d_env.pe_cf);
 	d_env.pe_cf = n;
 	d_reloads++;
+	if (revwatch_start(&d_env, why, sizeof(why)) == -1)
+		log_warnx("reload: %s (its changes need a reload)", why);
 	/* In force: only now may a newly read key's file go. */
 	if (config_unlink_keys(d_env.pe_cf, why, sizeof(why)) == -1)
 		log_warnx("reload: %s", why);
@@ -560,10 +564,18 @@ admin_revoke_cb(void *arg, const char *jti, uid_t uid, char *why, size_t whylen)
 	return admin_revoke(env->pe_revs, env->pe_audit, jti, uid, why, whylen);
 }
 
+static int
+admin_sandbox_cb(void *arg, int argc, char **argv, uid_t uid,
+    struct evbuffer *out, char *why, size_t whylen)
+{
+	return daemon_sandbox_cmd(arg, argc, argv, uid, out, why, whylen);
+}
+
 static const struct admin_ops daemon_admin_ops = {
 	.ao_status = daemon_status,
 	.ao_reload = admin_reload_cb,
 	.ao_revoke = admin_revoke_cb,
+	.ao_sandbox = admin_sandbox_cb,
 	.ao_arg = &d_env,
 };
 
@@ -956,6 +968,9 @@ run_stop(struct event **sigev, size_t n)
 	upstreams_unref(d_env.pe_ups);
 	intercept_free(d_env.pe_icpt);
 	d_env.pe_icpt = NULL;
+	revwatch_stop();
+	sbx_registry_free(d_env.pe_sbx);
+	d_env.pe_sbx = NULL;
 	config_unref(d_env.pe_cf);
 	/*
 	 * Connections are freed from the loop: run it once more, so their
@@ -1016,6 +1031,10 @@ serve(const struct run_opts *op)
 	/* Under exec the policy is sluice's own, its namespace a new one. */
 	if (xr == NULL)
 		warn_policy(d_env.pe_cf);
+	if ((d_env.pe_sbx = sbx_registry_new()) == NULL ||
+	    sbx_registry_sync(d_env.pe_sbx, d_env.pe_cf, why, sizeof(why)) ==
+		-1)
+		fatalx("sandboxes: out of memory");
 	if ((d_env.pe_base = event_base_new()) == NULL ||
 	    resolve_init(d_env.pe_base) == -1)
 		fatalx("cannot create the event loop");
@@ -1032,6 +1051,22 @@ serve(const struct run_opts *op)
 	upstream_on_resolved(resolved_cb);
 	metrics_configure(d_env.pe_cf);
 
+	/* The admin sandboxes of the last run go into the rules too. */
+	if (d_env.pe_cf->cf_np.np_mode == NETPOLICY_GATEWAY && xr == NULL) {
+		int was = as_user(d_env.pe_cf), rc;
+
+		rc = daemon_sandboxes_open(&d_env, why, sizeof(why));
+		as_root(was);
+		/* As for the budget: a path only root may walk. */
+		if (rc == -1 && was == 1)
+			rc = daemon_sandboxes_open(&d_env, why, sizeof(why));
+		if (rc == -1) {
+			log_warnx("state_dir: %s", why);
+			return SL_EXIT_RUNTIME;
+		}
+		if (rc == 1)
+			log_warnx("state_dir: %s", why);
+	}
 	/*
 	 * 2. Kernel rules before any listener exists (fail-closed). Under
 	 * exec the sandbox's namespace has nothing but lo: no rules needed,
@@ -1057,6 +1092,8 @@ serve(const struct run_opts *op)
 	if (open_state(why, sizeof(why)) == -1 ||
 	    open_control(why, sizeof(why)) == -1)
 		return serve_fail(xr, SL_EXIT_RUNTIME);
+	if (d_env.pe_cf->cf_np.np_mode == NETPOLICY_GATEWAY && xr == NULL)
+		daemon_sandboxes_statedir(&d_env);
 	/*
 	 * The policy is loaded and everything it names is open: the key
 	 * files marked unlink_after_read go now, while we may still remove
@@ -1080,6 +1117,9 @@ serve(const struct run_opts *op)
 		log_warnx("%s", why);
 		return serve_fail(xr, SL_EXIT_RUNTIME);
 	}
+	/* As the user: what it cannot read, it could not re-read. */
+	if (revwatch_start(&d_env, why, sizeof(why)) == -1)
+		log_warnx("%s (its changes need a reload)", why);
 	/* Under exec the signals are the command's: exec_go forwards them. */
 	for (i = 0; i < SL_NELEM(sigs); i++) {
 		sigev[i] = NULL;

@@ -81,6 +81,16 @@ void warn_unprivileged_ports(const struct config *cf);
 void warn_policy(const struct config *cf);
 
 /*
+ * revwatch.c: tokens.revoked_file watched with inotify (its directory, so
+ * that a replaced file or a swapped ConfigMap symlink is seen), re-read
+ * on change into env->pe_revfile: a revocation needs no reload. start
+ * (again at each reload: the policy's fresh copy is used until the next
+ * change) returns 0, or -1 with why (changes then need a reload).
+ */
+int revwatch_start(struct proxy_env *env, char *why, size_t whylen);
+void revwatch_stop(void);
+
+/*
  * notify.c: the service manager's notify protocol (sd_notify datagrams to
  * $NOTIFY_SOCKET: a path or an '@' abstract name), without libsystemd.
  * notify_init() connects (0 also when the variable is unset; -1 with why
@@ -133,6 +143,13 @@ int netguard_commit(const struct config *cf, struct np_ruleset *rs, char *why,
  */
 void netguard_upstream_addrs(const struct route *rt,
     const struct sockaddr_storage *addrs, size_t n, uint32_t ttl);
+/*
+ * Gateway mode: one sandbox in (add) and/or one out (del) of the kernel's
+ * anti-spoofing sets, in one batch, and in the ruleset verify compares.
+ * 0 (also with the rules off), or -1 with why (nothing changed).
+ */
+int netguard_sandboxes(const struct sandbox_conf *add,
+    const struct sandbox_conf *del, char *why, size_t whylen);
 /* Stop the timers and NFLOG; flush the table only with flush_on_exit. */
 void netguard_stop(const struct config *cf);
 /*
@@ -141,5 +158,26 @@ void netguard_stop(const struct config *cf);
  */
 struct np_ruleset *
 netguard_ruleset(const struct config *cf, char *why, size_t whylen);
+
+/*
+ * sandboxes.c: the gateway's registry at run time (DESIGN.md "Gateway
+ * identity"): the admin socket's "sandbox" commands (add, del, list),
+ * persisted in state_dir and audited, and what a reload does to it.
+ */
+struct evbuffer;
+/* "sandbox ARGS..." from uid: 0 with answer lines in out, or -1 with why. */
+int daemon_sandbox_cmd(struct proxy_env *env, int argc, char **argv, uid_t uid,
+    struct evbuffer *out, char *why, size_t whylen);
+/*
+ * At start, before the kernel rules: add the admin sandboxes persisted in
+ * state_dir. 0 (1: some were left out, said in why), or -1 with why.
+ */
+int daemon_sandboxes_open(struct proxy_env *env, char *why, size_t whylen);
+/* Once state_dir exists, before the drop: keep it open for the saves. */
+void daemon_sandboxes_statedir(const struct proxy_env *env);
+/* On stderr: a gateway policy without sandboxes (nothing is served). */
+void warn_sandboxes(const struct config *cf);
+/* Put a reloaded policy's sandboxes in force (after its rules). */
+void daemon_sandboxes_reload(struct proxy_env *env, const struct config *cf);
 
 #endif

@@ -56,7 +56,7 @@ static struct {
 	struct exec_run *run;
 	struct proxy_env *env;
 	void (*drain)(void);
-	struct sandbox sb;
+	struct sandbox_child sb;
 	int started; /* sb holds a child that was not told to go */
 	int gone;    /* the child was reaped */
 	int dns_fd[2];

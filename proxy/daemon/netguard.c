@@ -105,9 +105,87 @@ mode_name(enum netpolicy_mode m)
 	}
 }
 
+/*
+ * The (interface, address) pairs of the sandboxes cf would put in force:
+ * its own, and the admin ones of live (NULL: those persisted in cf's
+ * state_dir, as far as they can be read) that do not clash with them.
+ * *out is malloc'd (may be NULL when there are none). 0, or -1 with why.
+ */
+static int
+ng_sandboxes(const struct config *cf, const struct sbx_registry *live,
+    struct np_sandbox **out, size_t *n, char *why, size_t whylen)
+{
+	struct sbx_registry *r;
+	const struct sandbox *sb;
+	char w2[256];
+	size_t i, j, total = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (cf->cf_np.np_mode != NETPOLICY_GATEWAY)
+		return 0;
+	if ((r = sbx_registry_new()) == NULL ||
+	    sbx_registry_sync(r, cf, why, whylen) == -1)
+		goto nomem;
+	if (live == NULL)
+		(void)sbx_registry_load(r, cf, cf->cf_state_dir, w2,
+		    sizeof(w2));
+	for (i = 0; i < sbx_registry_count(live); i++)
+		if ((sb = sbx_registry_at(live, i))->sb_admin)
+			(void)sbx_registry_add(r, &sb->sb_conf, 1, w2,
+			    sizeof(w2));
+	for (i = 0; i < sbx_registry_count(r); i++)
+		total += sbx_registry_at(r, i)->sb_conf.sc_naddrs;
+	if (total > 0 && (*out = calloc(total, sizeof(**out))) == NULL)
+		goto nomem;
+	for (i = 0; i < sbx_registry_count(r); i++) {
+		const struct sandbox_conf *sc = &sbx_registry_at(r, i)->sb_conf;
+
+		for (j = 0; j < sc->sc_naddrs; j++) {
+			struct np_sandbox *ns = &(*out)[(*n)++];
+
+			/* The registry outlives the build: names are copied. */
+			ns->ns_iface = strdup(sc->sc_iface);
+			ns->ns_family =
+			    sc->sc_addrs[j].sa_fam == 4 ? AF_INET : AF_INET6;
+			memcpy(ns->ns_addr, sc->sc_addrs[j].sa_b, 16);
+			if (ns->ns_iface == NULL)
+				goto nomem;
+		}
+	}
+	sbx_registry_free(r);
+	return 0;
+nomem:
+	sbx_registry_free(r);
+	snprintf(why, whylen, "netpolicy: sandboxes: out of memory");
+	return -1;
+}
+
+static void
+ng_sandboxes_free(struct np_sandbox *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free((char *)(uintptr_t)s[i].ns_iface);
+	free(s);
+}
+
+static struct np_ruleset *ng_ruleset(const struct config *cf,
+    const struct sbx_registry *live, char *why, size_t whylen);
+
 struct np_ruleset *
 netguard_ruleset(const struct config *cf, char *why, size_t whylen)
 {
+	return ng_ruleset(cf, NULL, why, whylen);
+}
+
+static struct np_ruleset *
+ng_ruleset(const struct config *cf, const struct sbx_registry *live, char *why,
+    size_t whylen)
+{
+	struct np_sandbox *sbx = NULL;
+	size_t nsbx = 0;
 	const struct netpolicy_conf *np = &cf->cf_np;
 	struct sockaddr_storage *ls = NULL;
 	struct np_upstream *ups = NULL;
@@ -222,9 +300,14 @@ netguard_ruleset(const struct config *cf, char *why, size_t whylen)
 		in.ni_redirect_ports = rports;
 		in.ni_nredirect_ports = nrports;
 	}
+	if (ng_sandboxes(cf, live, &sbx, &nsbx, why, whylen) == -1)
+		goto out;
+	in.ni_sandboxes = sbx;
+	in.ni_nsandboxes = nsbx;
 	rs = np_ruleset_build(&in, why, whylen);
 out:
 	free(rports);
+	ng_sandboxes_free(sbx, nsbx);
 	free(inb);
 	free(ups);
 	free(ls);
@@ -563,7 +646,7 @@ netguard_start(const struct proxy_env *env, int enabled, char *why,
 	ng.flush_on_exit = cf->cf_np.np_flush_on_exit;
 	if (!enabled || cf->cf_np.np_mode == NETPOLICY_OFF)
 		return 0;
-	if ((ng.want = netguard_ruleset(cf, why, whylen)) == NULL)
+	if ((ng.want = ng_ruleset(cf, env->pe_sbx, why, whylen)) == NULL)
 		return -1;
 	np_nl_keep(1);
 	if (ng_apply(ng.want, why, whylen) == -1) {
@@ -651,7 +734,7 @@ netguard_prepare(const struct config *cf, struct np_ruleset **rsp, char *why,
 		    "sluice");
 		return -1;
 	}
-	if ((*rsp = netguard_ruleset(cf, why, whylen)) == NULL)
+	if ((*rsp = ng_ruleset(cf, ng.env->pe_sbx, why, whylen)) == NULL)
 		return -1;
 	return 0;
 }
@@ -774,6 +857,72 @@ netguard_upstream_addrs(const struct route *rt,
 		    uc->uc_host, why);
 	free(e4);
 	free(e6);
+}
+
+/* Add el to (or take it out of) want's set: verify compares with it. */
+static int
+ng_want_elem(const char *name, const struct np_elem *el, int del)
+{
+	struct np_set *set = np_ruleset_set(ng.want, name);
+	size_t i;
+
+	if (set == NULL)
+		return -1;
+	for (i = 0; i < set->se_nelems; i++)
+		if (set->se_elems[i].el_keylen == el->el_keylen &&
+		    memcmp(set->se_elems[i].el_key, el->el_key,
+			el->el_keylen) == 0)
+			break;
+	if (del) {
+		if (i < set->se_nelems)
+			set->se_elems[i] = set->se_elems[--set->se_nelems];
+		return 0;
+	}
+	return i < set->se_nelems ? 0 : np_set_add_elem(set, el);
+}
+
+int
+netguard_sandboxes(const struct sandbox_conf *add,
+    const struct sandbox_conf *del, char *why, size_t whylen)
+{
+	struct np_set_change ch[2 * SANDBOX_MAX_ADDRS];
+	const struct sandbox_conf *sc;
+	struct np_sandbox ns;
+	size_t n = 0, i, k;
+
+	if (!ng.enabled || ng.mode != NETPOLICY_GATEWAY)
+		return 0;
+	for (k = 0; k < 2; k++) {
+		if ((sc = k == 0 ? del : add) == NULL)
+			continue;
+		for (i = 0; i < sc->sc_naddrs; i++) {
+			memset(&ns, 0, sizeof(ns));
+			ns.ns_iface = sc->sc_iface;
+			ns.ns_family =
+			    sc->sc_addrs[i].sa_fam == 4 ? AF_INET : AF_INET6;
+			memcpy(ns.ns_addr, sc->sc_addrs[i].sa_b, 16);
+			if (np_elem_sandbox(&ch[n].sc_elem, &ns) == -1) {
+				snprintf(why, whylen,
+				    "netpolicy: sandbox %s: bad element",
+				    sc->sc_id);
+				return -1;
+			}
+			ch[n].sc_set = ns.ns_family == AF_INET ?
+			    NP_SET_SANDBOX4 :
+			    NP_SET_SANDBOX6;
+			ch[n].sc_del = k == 0;
+			n++;
+		}
+	}
+	/* One batch: the kernel has all of it or none. */
+	if (np_set_update(ng.table, ch, n, why, whylen) == -1)
+		return -1;
+	for (i = 0; i < n; i++)
+		if (ng_want_elem(ch[i].sc_set, &ch[i].sc_elem, ch[i].sc_del) ==
+		    -1)
+			log_warnx("netpolicy: out of memory: the next verify "
+				  "re-applies the table");
+	return 0;
 }
 
 void

@@ -35,6 +35,8 @@ const char *const reason_str[REASON__COUNT] = {
 	[REASON_DRAIN_TIMEOUT] = "drain_timeout",
 	[REASON_INTERNAL_ERROR] = "internal_error",
 	[REASON_CLIENT_TLS_ERROR] = "client_tls_error",
+	[REASON_TOKEN_WRONG_SANDBOX] = "token_wrong_sandbox",
+	[REASON_SANDBOX_UNKNOWN] = "sandbox_unknown",
 	[REASON_OK] = "ok",
 };
 
@@ -49,7 +51,7 @@ reason_name(enum reason r)
 int
 reason_is_token(enum reason r)
 {
-	return r <= REASON_TOKEN_REVOKED;
+	return r <= REASON_TOKEN_REVOKED || r == REASON_TOKEN_WRONG_SANDBOX;
 }
 
 int
@@ -72,6 +74,7 @@ reason_status(enum reason r, int reverse)
 	case REASON_METHOD_NOT_ALLOWED:
 	case REASON_PATH_NOT_ALLOWED:
 	case REASON_DESTINATION_DENIED:
+	case REASON_SANDBOX_UNKNOWN:
 		return 403;
 	case REASON_BAD_REQUEST:
 		return 400;

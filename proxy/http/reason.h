@@ -42,6 +42,8 @@ enum reason {
 	REASON_DRAIN_TIMEOUT,         /* a shutdown's drain cut it */
 	REASON_INTERNAL_ERROR,        /* out of memory: one conn closed */
 	REASON_CLIENT_TLS_ERROR,      /* intercepted tunnel: handshake failed */
+	REASON_TOKEN_WRONG_SANDBOX,   /* gateway: sub/sbx is not the source's */
+	REASON_SANDBOX_UNKNOWN,       /* gateway: the source is no sandbox */
 	REASON_OK,                    /* allowed */
 	REASON__COUNT
 };

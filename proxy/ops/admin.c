@@ -82,6 +82,49 @@ admin_valid_jti(const char *p, size_t len)
 	return 1;
 }
 
+/* "sandbox" and its words, split on single or repeated spaces. */
+static int
+admin_sandbox(const struct admin_ops *ops, const char *p, size_t len, uid_t uid,
+    struct evbuffer *out)
+{
+	char buf[ADMIN_LINE_MAX], why[256], *argv[ADMIN_MAX_WORDS], *w;
+	int argc = 0;
+	size_t i;
+
+	if (len >= sizeof(buf)) {
+		admin_reply_error(out, "line too long");
+		return -1;
+	}
+	for (i = 0; i < len; i++)
+		if ((unsigned char)p[i] < 0x20 || (unsigned char)p[i] >= 0x7f) {
+			admin_reply_error(out,
+			    "sandbox: printable ASCII words only");
+			return -1;
+		}
+	memcpy(buf, p, len);
+	buf[len] = '\0';
+	for (w = strtok(buf, " "); w != NULL; w = strtok(NULL, " ")) {
+		if (argc == ADMIN_MAX_WORDS) {
+			admin_reply_error(out, "sandbox: too many words");
+			return -1;
+		}
+		argv[argc++] = w;
+	}
+	if (argc == 0) {
+		admin_reply_error(out,
+		    "usage: sandbox add ID IFACE ADDR... | sandbox del ID | "
+		    "sandbox list");
+		return -1;
+	}
+	why[0] = '\0';
+	if (ops->ao_sandbox(ops->ao_arg, argc, argv, uid, out, why,
+		sizeof(why)) == -1) {
+		admin_reply_error(out, why[0] != '\0' ? why : "failed");
+		return -1;
+	}
+	return 0;
+}
+
 int
 admin_dispatch(const struct admin_ops *ops, const char *line, size_t len,
     uid_t uid, struct evbuffer *out)
@@ -118,6 +161,9 @@ admin_dispatch(const struct admin_ops *ops, const char *line, size_t len,
 		evbuffer_add_printf(out, "ok revoked %s\n", jti);
 		return 0;
 	}
+	if (len >= 7 && memcmp(line, "sandbox", 7) == 0 &&
+	    (len == 7 || line[7] == ' ') && ops->ao_sandbox != NULL)
+		return admin_sandbox(ops, line + 7, len - 7, uid, out);
 	admin_reply_error(out, "unknown command");
 	return -1;
 }

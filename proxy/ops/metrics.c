@@ -114,6 +114,11 @@ static struct {
 	uint64_t m_secret_headers;
 	uint64_t m_allowed, m_denied; /* requests and tunnels, all routes */
 	const struct budget *m_budget;
+	/* Per sandbox (gateway): the first METRICS_MAX_SANDBOXES, "other". */
+	char m_sbx[METRICS_MAX_SANDBOXES][SANDBOX_ID_MAX + 1];
+	size_t m_nsbx;
+	uint64_t m_sbx_req[METRICS_MAX_SANDBOXES + 1][M__DECISIONS];
+	int64_t m_sbx_conns[METRICS_MAX_SANDBOXES + 1];
 } m;
 
 /*
@@ -650,6 +655,8 @@ metrics_rss(void)
 }
 
 /* The families added for operators (process, budget, errors, policy). */
+static int metrics_sandboxes(struct evbuffer *b);
+
 static int
 metrics_render_more(struct evbuffer *b)
 {
@@ -695,6 +702,77 @@ metrics_render_more(struct evbuffer *b)
 			"sluice_upstream_errors_total{kind=\"%s\"} %" PRIu64
 			"\n",
 			metrics_uperr_names[i], m.m_uperr[i]) < 0)
+			return -1;
+	return metrics_sandboxes(b);
+}
+
+/* A sandbox's slot: its own among the first ones seen, else "other". */
+static size_t
+metrics_sbx_slot(const char *id)
+{
+	size_t i;
+
+	if (id == NULL || id[0] == '\0' || strlen(id) > SANDBOX_ID_MAX)
+		return METRICS_MAX_SANDBOXES;
+	for (i = 0; i < m.m_nsbx; i++)
+		if (strcmp(m.m_sbx[i], id) == 0)
+			return i;
+	if (m.m_nsbx == METRICS_MAX_SANDBOXES)
+		return METRICS_MAX_SANDBOXES;
+	memcpy(m.m_sbx[m.m_nsbx], id, strlen(id) + 1);
+	return m.m_nsbx++;
+}
+
+void
+metrics_sandbox_request(const char *id, int allow, enum reason r)
+{
+	size_t s = metrics_sbx_slot(id);
+
+	m.m_sbx_req[s][allow ? M_ALLOW :
+			       (reason_is_upstream(r) ? M_ERROR : M_DENY)]++;
+}
+
+void
+metrics_sandbox_conn(const char *id, int delta)
+{
+	m.m_sbx_conns[metrics_sbx_slot(id)] += delta;
+}
+
+static int
+metrics_sandboxes(struct evbuffer *b)
+{
+	size_t i, d;
+
+	if (m.m_nsbx == 0 && m.m_sbx_conns[METRICS_MAX_SANDBOXES] == 0 &&
+	    m.m_sbx_req[METRICS_MAX_SANDBOXES][M_DENY] == 0)
+		return 0;
+	if (metrics_family(b, "sluice_sandbox_requests_total", "counter",
+		"Requests and tunnels by sandbox (gateway mode; past the "
+		"first 64 sandboxes, sandbox=\"other\") and decision.") == -1)
+		return -1;
+	for (i = 0; i <= m.m_nsbx; i++) {
+		size_t s = i < m.m_nsbx ? i : METRICS_MAX_SANDBOXES;
+
+		for (d = 0; d < M__DECISIONS; d++)
+			if (evbuffer_add_printf(b,
+				"sluice_sandbox_requests_total{sandbox=\"%s\","
+				"decision=\"%s\"} %" PRIu64 "\n",
+				i < m.m_nsbx ? m.m_sbx[i] : "other",
+				metrics_decision_names[d],
+				m.m_sbx_req[s][d]) < 0)
+				return -1;
+	}
+	if (metrics_family(b, "sluice_sandbox_connections", "gauge",
+		"Open client connections by sandbox (gateway mode).") == -1)
+		return -1;
+	for (i = 0; i <= m.m_nsbx; i++)
+		if (evbuffer_add_printf(b,
+			"sluice_sandbox_connections{sandbox=\"%s\"} %" PRId64
+			"\n",
+			i < m.m_nsbx ? m.m_sbx[i] : "other",
+			m.m_sbx_conns[i < m.m_nsbx ? i :
+						     METRICS_MAX_SANDBOXES]) <
+		    0)
 			return -1;
 	return 0;
 }

@@ -152,6 +152,15 @@ void metrics_net_drop(uint64_t count);
 /* The drop rules' own counters, as last read from the kernel (absolute). */
 void metrics_kernel_rule_drops(uint64_t packets, uint64_t bytes);
 void metrics_reload(int ok);
+/*
+ * Gateway mode, per sandbox id (ids are [A-Za-z0-9._-], no escaping
+ * needed): requests and tunnels by decision, and open connections. The
+ * first METRICS_MAX_SANDBOXES ids seen have their own label, the rest
+ * share sandbox="other".
+ */
+#define METRICS_MAX_SANDBOXES 64
+void metrics_sandbox_request(const char *id, int allow, enum reason);
+void metrics_sandbox_conn(const char *id, int delta);
 /* A response field that held an injected secret was dropped. */
 void metrics_secret_header(void);
 /*
@@ -189,7 +198,8 @@ void metrics_reset(void);
 
 /*
  * admin.c: the admin unix socket (mode 0600, owner uid): one command line
- * per connection (status, reload, revoke <jti>), answered with text lines,
+ * per connection (status, reload, revoke <jti>, sandbox add|del|list ...),
+ * answered with text lines,
  * then closed. Only root and the owner uid may use it (SO_PEERCRED).
  */
 #define ADMIN_LINE_MAX 512 /* bytes of a command line, newline included */
@@ -204,8 +214,16 @@ struct admin_ops {
 	/* Revoke jti for peer uid; 0, or -1 with why set. */
 	int (*ao_revoke)(void *arg, const char *jti, uid_t uid, char *why,
 	    size_t whylen);
+	/*
+	 * "sandbox WORD...": argv holds the words after "sandbox" (at most
+	 * ADMIN_MAX_WORDS, printable ASCII). 0 with the answer lines in
+	 * out, or -1 with why set. NULL: the command is unknown.
+	 */
+	int (*ao_sandbox)(void *arg, int argc, char **argv, uid_t uid,
+	    struct evbuffer *out, char *why, size_t whylen);
 	void *ao_arg;
 };
+#define ADMIN_MAX_WORDS 24
 /* Serve ops (kept until admin_close()) on the socket at path. */
 int admin_open(struct event_base *, const char *path, uid_t owner,
     const struct admin_ops *ops, char *why, size_t whylen);

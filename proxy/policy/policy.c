@@ -202,6 +202,9 @@ policy_decide(const struct config *cf, const struct req_view *v, int64_t now,
 	/* Nothing goes upstream while the record of it cannot be written. */
 	if (v->rv_audit_failed)
 		return out->de_reason = REASON_AUDIT_UNAVAILABLE;
+	/* Gateway identity: only a registered sandbox is served at all. */
+	if (v->rv_gateway && v->rv_sandbox == NULL)
+		return out->de_reason = REASON_SANDBOX_UNKNOWN;
 
 	/*
 	 * A CONNECT to an intercepting route needs no token: sluice reads
@@ -242,6 +245,12 @@ policy_decide(const struct config *cf, const struct req_view *v, int64_t now,
 	out->de_route = rt;
 	if (r != REASON_OK)
 		return out->de_reason = r;
+	/* A token is good only from the sandbox it was minted for. */
+	if (v->rv_gateway &&
+	    strcmp(v->rv_claims->has_sbx ? v->rv_claims->sbx :
+					   v->rv_claims->sub,
+		v->rv_sandbox) != 0)
+		return out->de_reason = REASON_TOKEN_WRONG_SANDBOX;
 	if (v->rv_revoked)
 		return out->de_reason = REASON_TOKEN_REVOKED;
 

@@ -29,6 +29,8 @@ struct req_view {
 	int rv_revoked;                       /* rv_claims->jti is revoked */
 	uint64_t rv_budget_used;              /* requests charged to the jti */
 	int rv_audit_failed;                  /* audit log in failed state */
+	int rv_gateway;         /* gateway mode: the source names a sandbox */
+	const char *rv_sandbox; /* gateway: its id; NULL: no sandbox */
 };
 
 struct decision {

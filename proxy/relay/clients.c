@@ -72,6 +72,7 @@ struct cl_agg {
 	char ag_method[24];
 	char ag_host[CL_LONG];
 	char ag_path[CL_LONG];
+	char ag_sandbox[SANDBOX_ID_MAX + 1];
 	int ag_has_route, ag_has_host, ag_has_path;
 };
 
@@ -290,6 +291,8 @@ cl_agg_write(struct cl_agg *e)
 	audit_add_cstr(a, "reason", reason_name(e->ag_reason));
 	audit_add_cstr(a, "listener", e->ag_listener);
 	audit_add_cstr(a, "client", e->ag_client);
+	if (e->ag_sandbox[0] != '\0')
+		audit_add_cstr(a, "sandbox", e->ag_sandbox);
 	if (e->ag_has_route)
 		audit_add_cstr(a, "route", e->ag_route);
 	if (e->ag_via)
@@ -355,7 +358,7 @@ cl_agg_match(const struct cl_agg *e, uint32_t h, const struct cl_addr *k,
 	    SEQ(ag_listener, r->cr_listener) && SEQ(ag_route, r->cr_route) &&
 	    SEQ(ag_sub, r->cr_sub) && SEQ(ag_jti, r->cr_jti) &&
 	    SEQ(ag_method, r->cr_method) && SEQ(ag_host, r->cr_host) &&
-	    SEQ(ag_path, r->cr_path) &&
+	    SEQ(ag_path, r->cr_path) && SEQ(ag_sandbox, r->cr_sandbox) &&
 	    e->ag_has_route == (r->cr_route != NULL) &&
 	    e->ag_has_host == (r->cr_host != NULL) &&
 	    e->ag_has_path == (r->cr_path != NULL);
@@ -439,6 +442,7 @@ clients_aggregate(const struct clients_refusal *r)
 	cl_copy(e->ag_method, sizeof(e->ag_method), r->cr_method, NULL);
 	cl_copy(e->ag_host, sizeof(e->ag_host), r->cr_host, &e->ag_has_host);
 	cl_copy(e->ag_path, sizeof(e->ag_path), r->cr_path, &e->ag_has_path);
+	cl_copy(e->ag_sandbox, sizeof(e->ag_sandbox), r->cr_sandbox, NULL);
 	cl_naggs++;
 	if (!evtimer_pending(cl_tick, NULL)) {
 		struct timeval tv = { 1, 0 };

@@ -316,6 +316,7 @@ conn_free_cb(evutil_socket_t fd, short what, void *arg)
 	/* Only a connection that failed at accept is still counted here. */
 	if (c->cn_counted)
 		clients_conn_del((const struct sockaddr *)&c->cn_peer);
+	conn_sbx_release(c);
 	request_free(c);
 	conn_icpt_free(c);
 	if (c->cn_bev != NULL)
@@ -352,6 +353,7 @@ conn_close(struct conn *c, enum reason r)
 	if (c->cn_counted)
 		clients_conn_del((const struct sockaddr *)&c->cn_peer);
 	c->cn_counted = 0;
+	conn_sbx_release(c);
 	metrics_conn_active(-1);
 	if (c->cn_bev != NULL) {
 		bufferevent_setcb(c->cn_bev, NULL, NULL, NULL, NULL);
@@ -620,6 +622,47 @@ conn_client_setcb(struct conn *c,
 	    ev != NULL ? ev : conn_client_event_cb, c);
 }
 
+void
+conn_sbx_attach(struct conn *c, struct sandbox *sb)
+{
+	conn_sbx_release(c);
+	if (sb == NULL)
+		return;
+	c->cn_sbx = sandbox_ref(sb);
+	sb->sb_conns++;
+	metrics_sandbox_conn(sb->sb_conf.sc_id, 1);
+}
+
+void
+conn_sbx_release(struct conn *c)
+{
+	struct sandbox *sb = c->cn_sbx;
+
+	if (sb == NULL)
+		return;
+	c->cn_sbx = NULL;
+	sb->sb_conns--;
+	metrics_sandbox_conn(sb->sb_conf.sc_id, -1);
+	sandbox_unref(sb);
+}
+
+const char *
+conn_sbx_id(const struct conn *c)
+{
+	return c->cn_sbx != NULL ? c->cn_sbx->sb_conf.sc_id : NULL;
+}
+
+int
+conn_sandbox_full(const struct proxy_env *env, const struct sockaddr *peer)
+{
+	const struct sandbox *sb;
+
+	if (env->pe_cf->cf_np.np_mode != NETPOLICY_GATEWAY ||
+	    (sb = sbx_registry_lookup(env->pe_sbx, peer)) == NULL)
+		return 0;
+	return sb->sb_conns >= env->pe_cf->cf_limits.per_sandbox_connections;
+}
+
 int
 conn_accept(struct proxy_env *env, int fd, size_t listener_idx,
     const struct sockaddr *peer, socklen_t peerlen)
@@ -646,6 +689,10 @@ conn_accept(struct proxy_env *env, int fd, size_t listener_idx,
 		return -1;
 	}
 	c->cn_counted = 1;
+	if (env->pe_cf->cf_np.np_mode == NETPOLICY_GATEWAY)
+		conn_sbx_attach(c,
+		    sbx_registry_lookup(env->pe_sbx,
+			(const struct sockaddr *)&c->cn_peer));
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c->cn_bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
 	c->cn_timer = evtimer_new(base, conn_header_timeout_cb, c);

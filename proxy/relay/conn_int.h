@@ -116,6 +116,7 @@ struct request {
 	int rq_auth_removed;      /* ... and was removed upstream */
 	const char *rq_carrier;   /* the field that held the token, if any */
 	unsigned rq_resp_dropped; /* response fields holding a secret */
+	int rq_sbx_limited;       /* rate_limited by per_sandbox_rps */
 	char rq_id[CLIENTS_ID_LEN];
 };
 
@@ -175,6 +176,7 @@ struct conn {
 	size_t cn_discarded; /* FLUSH: input bytes thrown away */
 	struct sockaddr_in6 cn_peer; /* big enough for both families */
 	struct icpt *cn_icpt;        /* an intercepted CONNECT's inside */
+	struct sandbox *cn_sbx;      /* gateway: the source's (a reference) */
 };
 
 TAILQ_HEAD(conn_list, conn);
@@ -220,6 +222,14 @@ conn_listener(const struct conn *, const struct config *);
 char *dup_capped(const char *p, size_t len);
 struct request *request_new(struct conn *);
 void request_free(struct conn *);
+
+/*
+ * conn.c, gateway mode: take (a counted reference on) the sandbox of the
+ * connection's source, or let it go; conn_sbx_id() is its id or NULL.
+ */
+void conn_sbx_attach(struct conn *, struct sandbox *);
+void conn_sbx_release(struct conn *);
+const char *conn_sbx_id(const struct conn *);
 
 /* head.c: read and decide request heads while the conn waits for one. */
 void conn_step_head(struct conn *);

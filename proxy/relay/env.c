@@ -26,3 +26,25 @@ proxy_env_now(const struct proxy_env *env)
 		return (int64_t)time(NULL);
 	return (int64_t)tv.tv_sec;
 }
+
+int64_t
+proxy_env_now_us(const struct proxy_env *env)
+{
+	struct timeval tv;
+
+	if (env == NULL || env->pe_base == NULL ||
+	    event_base_gettimeofday_cached(env->pe_base, &tv) == -1)
+		gettimeofday(&tv, NULL);
+	return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+}
+
+int
+proxy_env_revoked(const struct proxy_env *env, const struct config *cf,
+    const char *jti)
+{
+	if (env->pe_revfile_set)
+		return revocations_has(env->pe_revs, env->pe_revfile,
+		    env->pe_nrevfile, jti);
+	return revocations_has(env->pe_revs, cf->cf_revoked, cf->cf_nrevoked,
+	    jti);
+}

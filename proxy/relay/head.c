@@ -270,6 +270,16 @@ conn_gather(struct conn *c, const struct http1_msg *m, const struct uri *u,
 	v->rv_uri = u;
 	v->rv_audit_failed =
 	    env->pe_audit != NULL && audit_failed(env->pe_audit);
+	if ((v->rv_gateway = cf->cf_np.np_mode == NETPOLICY_GATEWAY)) {
+		/* A sandbox removed since accept (or added since) counts. */
+		if (c->cn_sbx != NULL && c->cn_sbx->sb_removed)
+			conn_sbx_release(c);
+		if (c->cn_sbx == NULL)
+			conn_sbx_attach(c,
+			    sbx_registry_lookup(env->pe_sbx,
+				(const struct sockaddr *)&c->cn_peer));
+		v->rv_sandbox = conn_sbx_id(c);
+	}
 	v->rv_token = conn_verify_token(c, m, u, rq->rq_connect, claims);
 	if (v->rv_token != REASON_OK)
 		return;
@@ -278,8 +288,7 @@ conn_gather(struct conn *c, const struct http1_msg *m, const struct uri *u,
 	snprintf(rq->rq_jti, sizeof(rq->rq_jti), "%s", claims->jti);
 	rq->rq_expires = claims->exp + cf->cf_tokens.tc_leeway_s;
 	rq->rq_exp = claims->exp;
-	v->rv_revoked = revocations_has(env->pe_revs, cf->cf_revoked,
-	    cf->cf_nrevoked, claims->jti);
+	v->rv_revoked = proxy_env_revoked(env, cf, claims->jti);
 	if (budget_may_apply(cf, claims))
 		v->rv_budget_used = budget_used(env->pe_budget, claims->jti);
 }
@@ -381,6 +390,15 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 		return;
 	}
 	conn_gather(c, m, &u, &v, &claims);
+	/* One sandbox's flood must not starve the others: its own rate. */
+	if (c->cn_sbx != NULL &&
+	    sandbox_rate(c->cn_sbx, rq->rq_cf->cf_limits.per_sandbox_rps,
+		proxy_env_now_us(c->cn_env)) != 0) {
+		explicit_bzero(&claims, sizeof(claims));
+		rq->rq_sbx_limited = 1;
+		conn_deny_head(c, REASON_RATE_LIMITED, 0, headlen);
+		return;
+	}
 	policy_decide(rq->rq_cf, &v, proxy_env_now(c->cn_env), &d);
 	rq->rq_route = d.de_route;
 	rq->rq_budget_limit = d.de_budget_limit;

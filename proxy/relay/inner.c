@@ -90,6 +90,7 @@ conn_icpt_log(struct conn *c, enum reason r)
 		audit_add_cstr(a, "detail", it->it_detail);
 	audit_add_cstr(a, "listener", lc != NULL ? lc->lc_name : "");
 	audit_add_cstr(a, "client", client);
+	audit_add_cstr(a, "sandbox", conn_sbx_id(c));
 	if (it->it_route[0] != '\0')
 		audit_add_cstr(a, "route", it->it_route);
 	if (it->it_sub[0] != '\0')

@@ -80,11 +80,14 @@ listener_accept_cb(evutil_socket_t lfd, short what, void *arg)
 		}
 		if (conn_count() >= l->max_connections)
 			conn_refuse(env, fd, li->li_idx, (struct sockaddr *)&ss,
-			    0);
+			    CONN_REFUSE_ALL);
+		else if (conn_sandbox_full(env, (struct sockaddr *)&ss))
+			conn_refuse(env, fd, li->li_idx, (struct sockaddr *)&ss,
+			    CONN_REFUSE_SANDBOX);
 		else if (clients_conns((struct sockaddr *)&ss) >=
 		    l->per_client_connections)
 			conn_refuse(env, fd, li->li_idx, (struct sockaddr *)&ss,
-			    1);
+			    CONN_REFUSE_CLIENT);
 		else if (conn_accept(env, fd, li->li_idx,
 			     (struct sockaddr *)&ss, len) == -1)
 			log_warnx("accept: out of memory"); /* fd is closed */

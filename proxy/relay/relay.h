@@ -39,10 +39,26 @@ struct proxy_env {
 	struct revocations *pe_revs;
 	struct budget *pe_budget;
 	struct token_cache *pe_cache;
+	struct sbx_registry *pe_sbx; /* gateway: the sandboxes in force */
+	/*
+	 * revoked_file as the watcher (daemon) last read it, sorted; used
+	 * instead of the policy's copy while pe_revfile_set.
+	 */
+	char **pe_revfile;
+	size_t pe_nrevfile;
+	int pe_revfile_set;
 	int pe_draining; /* SIGTERM/SIGINT: no new connections */
 };
 /* Wall clock, seconds: pe_base's cached time inside a callback. */
 int64_t proxy_env_now(const struct proxy_env *);
+/* The same in microseconds. */
+int64_t proxy_env_now_us(const struct proxy_env *);
+/*
+ * Whether jti is revoked: over the admin socket, or in revoked_file (the
+ * watcher's latest reading of it, else cf's).
+ */
+int proxy_env_revoked(const struct proxy_env *, const struct config *cf,
+    const char *jti);
 
 /*
  * upstream.c: connections to upstreams. One struct upstreams per loaded
@@ -145,11 +161,20 @@ int listener_same(const struct config *);
 int conn_accept(struct proxy_env *, int fd, size_t listener_idx,
     const struct sockaddr *peer, socklen_t peerlen);
 /*
- * Refuse a connection over max_connections, or over per_client_connections
- * when per_client is non-zero (503), and close it.
+ * Refuse a connection over max_connections (kind CONN_REFUSE_ALL), over
+ * per_client_connections (CONN_REFUSE_CLIENT) or over
+ * per_sandbox_connections (CONN_REFUSE_SANDBOX) with a 503, and close it.
  */
+#define CONN_REFUSE_ALL     0
+#define CONN_REFUSE_CLIENT  1
+#define CONN_REFUSE_SANDBOX 2
 void conn_refuse(struct proxy_env *, int fd, size_t listener_idx,
-    const struct sockaddr *peer, int per_client);
+    const struct sockaddr *peer, int kind);
+/*
+ * Gateway mode: non-zero when peer's sandbox has per_sandbox_connections
+ * open (a source that is no sandbox is refused per request instead).
+ */
+int conn_sandbox_full(const struct proxy_env *, const struct sockaddr *peer);
 size_t conn_count(void);
 /* Stop keep-alive: idle connections close now, busy ones after. */
 void conn_drain(void);
@@ -189,6 +214,7 @@ struct clients_refusal {
 	int cr_status;
 	const char *cr_id, *cr_client, *cr_listener, *cr_route, *cr_sub,
 	    *cr_jti, *cr_method, *cr_host, *cr_path;
+	const char *cr_sandbox; /* gateway: the source's sandbox id */
 };
 /*
  * 1: write this refusal's line now (the first of its kind); 0: it repeats

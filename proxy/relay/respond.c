@@ -56,6 +56,8 @@ request_log(struct conn *c, enum reason r)
 	else
 		metrics_request(route, allow, r, rq->rq_bytes_in,
 		    rq->rq_bytes_out, secs);
+	if (rq->rq_cf->cf_np.np_mode == NETPOLICY_GATEWAY)
+		metrics_sandbox_request(conn_sbx_id(c), allow, r);
 	if (a == NULL)
 		return;
 	lc = conn_listener(c, rq->rq_cf);
@@ -73,7 +75,8 @@ request_log(struct conn *c, enum reason r)
 			rq->rq_sub[0] != '\0' ? rq->rq_sub : NULL,
 			rq->rq_jti[0] != '\0' ? rq->rq_jti : NULL,
 			rq->rq_method[0] != '\0' ? rq->rq_method : NULL,
-			rq->rq_host, rq->rq_connect ? NULL : rq->rq_path
+			rq->rq_host, rq->rq_connect ? NULL : rq->rq_path,
+			conn_sbx_id(c)
 		};
 
 		if (!clients_aggregate(&cr))
@@ -85,6 +88,7 @@ request_log(struct conn *c, enum reason r)
 	audit_add_cstr(a, "reason", reason_name(r));
 	audit_add_cstr(a, "listener", lc != NULL ? lc->lc_name : "");
 	audit_add_cstr(a, "client", client);
+	audit_add_cstr(a, "sandbox", conn_sbx_id(c));
 	audit_add_cstr(a, "route", route);
 	if (c->cn_icpt != NULL)
 		audit_add_cstr(a, "via", "connect");
@@ -224,6 +228,12 @@ deny_message_token(struct conn *c, enum reason r, int reverse,
 	case REASON_TOKEN_REVOKED:
 		snprintf(msg, len, "run token %s has been revoked", f->jti);
 		break;
+	case REASON_TOKEN_WRONG_SANDBOX:
+		snprintf(msg, len,
+		    "run token %s is bound to another sandbox than this "
+		    "connection's (%s)",
+		    f->jti, c->cn_sbx != NULL ? c->cn_sbx->sb_conf.sc_id : "");
+		break;
 	case REASON_BUDGET_EXHAUSTED:
 		if (rq != NULL && rq->rq_budget_limit != 0)
 			snprintf(msg, len,
@@ -354,7 +364,20 @@ deny_message(struct conn *c, enum reason r, int reverse, char *msg, size_t len)
 		snprintf(msg, len,
 		    "the audit log cannot be written, so nothing is let out");
 		break;
+	case REASON_SANDBOX_UNKNOWN:
+		snprintf(msg, len,
+		    "this connection's source address is no registered "
+		    "sandbox's");
+		break;
 	case REASON_RATE_LIMITED:
+		if (rq != NULL && rq->rq_sbx_limited) {
+			snprintf(msg, len,
+			    "sandbox %s sent more than limits.per_sandbox_rps "
+			    "(%llu) requests in a second",
+			    c->cn_sbx != NULL ? c->cn_sbx->sb_conf.sc_id : "",
+			    (unsigned long long)l->per_sandbox_rps);
+			break;
+		}
 		snprintf(msg, len,
 		    "this client was refused more than "
 		    "limits.per_client_refusals_per_s (%llu) times in a second",
@@ -392,7 +415,7 @@ conn_deny(struct conn *c, enum reason r, int keep)
 	 * shown the door: refusals must not be free. An upstream's failure is
 	 * not the client's and is not charged.
 	 */
-	if (!reason_is_upstream(r) &&
+	if (!reason_is_upstream(r) && r != REASON_RATE_LIMITED &&
 	    clients_refusal((const struct sockaddr *)&c->cn_peer,
 		proxy_env_now(c->cn_env),
 		cf->cf_limits.per_client_refusals_per_s))
@@ -436,7 +459,7 @@ conn_deny(struct conn *c, enum reason r, int keep)
 
 void
 conn_refuse(struct proxy_env *env, int fd, size_t listener_idx,
-    const struct sockaddr *peer, int per_client)
+    const struct sockaddr *peer, int kind)
 {
 	struct config *cf = env->pe_cf;
 	const struct listener_conf *lc = listener_idx < cf->cf_nlisteners ?
@@ -447,14 +470,24 @@ conn_refuse(struct proxy_env *env, int fd, size_t listener_idx,
 	struct audit *a = env->pe_audit;
 	char client[ADDR_STR_LEN], id[CLIENTS_ID_LEN], msg[DENY_MSG_MAX];
 	struct clients_refusal cr;
+	const struct sandbox *sb;
 
 	(void)addr_str(peer, client, sizeof(client));
 	clients_next_id(id, sizeof(id));
-	if (per_client)
+	sb = kind == CONN_REFUSE_SANDBOX ?
+	    sbx_registry_lookup(env->pe_sbx, peer) :
+	    NULL;
+	if (kind == CONN_REFUSE_CLIENT)
 		snprintf(msg, sizeof(msg),
 		    "this client address has limits.per_client_connections "
 		    "(%llu) connections open",
 		    (unsigned long long)cf->cf_limits.per_client_connections);
+	else if (kind == CONN_REFUSE_SANDBOX)
+		snprintf(msg, sizeof(msg),
+		    "sandbox %s has limits.per_sandbox_connections (%llu) "
+		    "connections open",
+		    sb != NULL ? sb->sb_conf.sc_id : "",
+		    (unsigned long long)cf->cf_limits.per_sandbox_connections);
 	else
 		snprintf(msg, sizeof(msg),
 		    "sluice has limits.max_connections (%llu) connections open",
@@ -469,6 +502,8 @@ conn_refuse(struct proxy_env *env, int fd, size_t listener_idx,
 	}
 	close(fd);
 	metrics_request(NULL, 0, r, 0, 0, 0);
+	if (sb != NULL)
+		metrics_sandbox_request(sb->sb_conf.sc_id, 0, r);
 	memset(&cr, 0, sizeof(cr));
 	cr.cr_peer = peer;
 	cr.cr_reason = r;
@@ -476,6 +511,7 @@ conn_refuse(struct proxy_env *env, int fd, size_t listener_idx,
 	cr.cr_id = id;
 	cr.cr_client = client;
 	cr.cr_listener = lc != NULL ? lc->lc_name : "";
+	cr.cr_sandbox = sb != NULL ? sb->sb_conf.sc_id : NULL;
 	if (a != NULL && (audit_failed(a) || clients_aggregate(&cr))) {
 		audit_begin(a, "http.request");
 		audit_add_cstr(a, "id", id);
@@ -483,6 +519,7 @@ conn_refuse(struct proxy_env *env, int fd, size_t listener_idx,
 		audit_add_cstr(a, "reason", reason_name(r));
 		audit_add_cstr(a, "listener", cr.cr_listener);
 		audit_add_cstr(a, "client", client);
+		audit_add_cstr(a, "sandbox", cr.cr_sandbox);
 		audit_add_int(a, "status", 503);
 		(void)audit_commit(a);
 	}

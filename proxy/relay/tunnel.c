@@ -37,8 +37,7 @@ tunnel_revalidate(struct conn *c)
 		conn_close(c, REASON_TOKEN_EXPIRED);
 		return -1;
 	}
-	if (revocations_has(c->cn_env->pe_revs, rq->rq_cf->cf_revoked,
-		rq->rq_cf->cf_nrevoked, rq->rq_jti)) {
+	if (proxy_env_revoked(c->cn_env, rq->rq_cf, rq->rq_jti)) {
 		conn_close(c, REASON_TOKEN_REVOKED);
 		return -1;
 	}
@@ -168,8 +167,7 @@ conn_tunnel_ready_cb(struct upconn *uc, enum reason r, void *arg)
 	rq->rq_up = uc;
 	/* A revocation that arrived while connecting still counts. */
 	if (r == REASON_OK && rq->rq_jti[0] != '\0' &&
-	    revocations_has(c->cn_env->pe_revs, rq->rq_cf->cf_revoked,
-		rq->rq_cf->cf_nrevoked, rq->rq_jti))
+	    proxy_env_revoked(c->cn_env, rq->rq_cf, rq->rq_jti))
 		r = REASON_TOKEN_REVOKED;
 	if (r != REASON_OK) {
 		conn_deny(c, r, 0);

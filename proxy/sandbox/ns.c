@@ -324,7 +324,7 @@ reap(pid_t pid, char *why, size_t whylen, int have_why)
 }
 
 int
-sandbox_start(const struct sandbox_spec *sp, struct sandbox *sb, int *fds,
+sandbox_start(const struct sandbox_spec *sp, struct sandbox_child *sb, int *fds,
     char *why, size_t whylen)
 {
 	struct fdpass_kind kinds[2] = {
@@ -394,7 +394,7 @@ sandbox_start(const struct sandbox_spec *sp, struct sandbox *sb, int *fds,
 }
 
 int
-sandbox_go(struct sandbox *sb, char *why, size_t whylen)
+sandbox_go(struct sandbox_child *sb, char *why, size_t whylen)
 {
 	static const struct fdpass_kind kinds[] = {
 		{ SB_MSG_ERR, SB_ERR_LEN, 0 },
@@ -422,7 +422,7 @@ sandbox_go(struct sandbox *sb, char *why, size_t whylen)
 }
 
 void
-sandbox_abort(struct sandbox *sb)
+sandbox_abort(struct sandbox_child *sb)
 {
 	if (sb->sb_sock != -1) {
 		close(sb->sb_sock);

@@ -174,7 +174,7 @@ struct sandbox_spec {
 };
 
 /* The running child, as the parent sees it. */
-struct sandbox {
+struct sandbox_child {
 	pid_t sb_pid; /* the child; it becomes the command */
 	int sb_sock;  /* the parent's end of the channel, or -1 */
 };
@@ -190,16 +190,16 @@ struct sandbox {
  * sysctl that forbids unprivileged user namespaces), the child reaped and
  * nothing left open.
  */
-int sandbox_start(const struct sandbox_spec *sp, struct sandbox *sb, int *fds,
-    char *why, size_t whylen);
+int sandbox_start(const struct sandbox_spec *sp, struct sandbox_child *sb,
+    int *fds, char *why, size_t whylen);
 /*
  * Let the child confine itself and exec the command. Returns 0 once the
  * exec happened (the channel closed on exec), or -1 with why set (the
  * child's reason; it exits SANDBOX_EXIT_SETUP and must still be waited for).
  */
-int sandbox_go(struct sandbox *sb, char *why, size_t whylen);
+int sandbox_go(struct sandbox_child *sb, char *why, size_t whylen);
 /* Kill (SIGKILL) and reap a child that has not been told to go. */
-void sandbox_abort(struct sandbox *sb);
+void sandbox_abort(struct sandbox_child *sb);
 
 /*
  * Whether this process may create a user namespace, probed by a child:

@@ -635,6 +635,12 @@ parse_claims(const cJSON *root, struct token_claims *c)
 			return REASON_TOKEN_MALFORMED;
 		c->has_iss = 1;
 	}
+	/* Gateway identity: the sandbox, when it is not the sub. */
+	if ((it = cJSON_GetObjectItemCaseSensitive(root, "sbx")) != NULL) {
+		if (claim_str(it, c->sbx, sizeof(c->sbx)) == -1)
+			return REASON_TOKEN_MALFORMED;
+		c->has_sbx = 1;
+	}
 	it = cJSON_GetObjectItemCaseSensitive(root, "max_requests");
 	if (it != NULL) {
 		if (claim_int(it, &v) == -1 || v <= 0)

@@ -53,7 +53,9 @@ struct token_claims {
 	int has_iat;
 	int64_t nbf;
 	int has_nbf;
-	uint64_t max_requests; /* 0 when the claim is absent */
+	uint64_t max_requests;       /* 0 when the claim is absent */
+	char sbx[TOKEN_MAX_STR + 1]; /* the sandbox it is bound to, or "" */
+	int has_sbx;
 };
 
 /* What token_check_claims() checks against (from the policy). */

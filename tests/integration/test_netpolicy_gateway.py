@@ -160,7 +160,13 @@ class Gateway(unittest.TestCase):
             [h.route("model-proxy", "http://198.18.30.1:8080/v1")],
             [{"name": "forward", "type": "forward", "listen": "0.0.0.0:3128"},
              {"name": "v6", "type": "forward",
-              "listen": "[%s]:8080" % HOST_A6}])
+              "listen": "[%s]:8080" % HOST_A6}],
+            # Only registered sandboxes' own addresses pass their
+            # interface (docs/deployment.md "Gateway").
+            extra={"sandboxes": [
+                {"id": "a", "interface": "sbx-a",
+                 "addresses": [SBX_A, SBX_A6]},
+                {"id": "b", "interface": "sbx-b", "addresses": [SBX_B]}]})
 
     def np(self, *args):
         return h.sluice("netpolicy", *args, "-c", self.policy, "--netns",

@@ -220,7 +220,7 @@ main(int argc, char **argv)
 	struct sandbox_spec sp;
 	struct sandbox_env_spec es;
 	struct sandbox_env ev;
-	struct sandbox sb;
+	struct sandbox_child sb;
 	pthread_t th;
 	char why[512];
 	int a, code, use_env = 0;

@@ -68,10 +68,34 @@ fake_revoke(void *arg, const char *jti, uid_t uid, char *why, size_t whylen)
 	return 0;
 }
 
+/* The sandbox command's words, as the last call saw them. */
+static char sbx_words[ADMIN_MAX_WORDS][64];
+static int sbx_argc;
+
+static int
+fake_sandbox(void *arg, int argc, char **argv, uid_t uid, struct evbuffer *out,
+    char *why, size_t whylen)
+{
+	int i;
+
+	assert_ptr_equal(arg, &reloads);
+	assert_int_equal(uid, 1234);
+	sbx_argc = argc;
+	for (i = 0; i < argc; i++)
+		snprintf(sbx_words[i], sizeof(sbx_words[0]), "%s", argv[i]);
+	if (strcmp(argv[0], "del") == 0) {
+		snprintf(why, whylen, "no sandbox \"%s\"\nforged", argv[1]);
+		return -1;
+	}
+	evbuffer_add_printf(out, "ok %d words\n", argc);
+	return 0;
+}
+
 static const struct admin_ops fake_ops = {
 	.ao_status = fake_status,
 	.ao_reload = fake_reload,
 	.ao_revoke = fake_revoke,
+	.ao_sandbox = fake_sandbox,
 	.ao_arg = &reloads,
 };
 
@@ -251,6 +275,41 @@ exchange(struct event_base *base, const char *path, const char *req, size_t len)
 	return resp;
 }
 
+/* "sandbox WORDS": split on blanks, printable ASCII only, one error line. */
+static void
+test_dispatch_sandbox(void **state)
+{
+	char *a;
+
+	(void)state;
+	a = dispatch("sandbox add  run-1 sbx-1 198.18.0.2 2001:2::2", 0);
+	assert_string_equal(a, "ok 5 words\n");
+	free(a);
+	assert_int_equal(sbx_argc, 5);
+	assert_string_equal(sbx_words[0], "add");
+	assert_string_equal(sbx_words[1], "run-1");
+	assert_string_equal(sbx_words[4], "2001:2::2");
+	a = dispatch("sandbox list", 0);
+	assert_string_equal(a, "ok 1 words\n");
+	free(a);
+	a = dispatch("sandbox del x", -1);
+	assert_string_equal(a, "error: no sandbox \"x\"\n");
+	free(a);
+	a = dispatch("sandbox", -1);
+	assert_non_null(strstr(a, "error: usage: sandbox add"));
+	free(a);
+	a = dispatch("sandbox add a\tb", -1);
+	assert_string_equal(a, "error: sandbox: printable ASCII words only\n");
+	free(a);
+	a = dispatch("sandboxes list", -1);
+	assert_string_equal(a, "error: unknown command\n");
+	free(a);
+	a = dispatch(
+	    "sandbox a b c d e f g h i j k l m n o p q r s t u v w x y", -1);
+	assert_string_equal(a, "error: sandbox: too many words\n");
+	free(a);
+}
+
 static void
 test_socket(void **state)
 {
@@ -384,6 +443,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_dispatch, setup),
+		cmocka_unit_test_setup(test_dispatch_sandbox, setup),
 		cmocka_unit_test_setup(test_socket, setup),
 	};
 

@@ -2221,6 +2221,8 @@ test_print(void **state)
 	expect_num(root, "limits.drain_timeout_ms", 10000);
 	expect_num(root, "limits.per_client_connections", 256);
 	expect_num(root, "limits.per_client_refusals_per_s", 20);
+	expect_num(root, "limits.per_sandbox_connections", 256);
+	expect_num(root, "limits.per_sandbox_rps", 0);
 	{
 		/* The limits, all of them, in the order docs/config.md has. */
 		static const char *const order[] = { "max_header_bytes",
@@ -2228,7 +2230,8 @@ test_print(void **state)
 			"header_timeout_ms", "idle_timeout_ms",
 			"connect_timeout_ms", "upstream_response_timeout_ms",
 			"drain_timeout_ms", "per_client_connections",
-			"per_client_refusals_per_s" };
+			"per_client_refusals_per_s", "per_sandbox_connections",
+			"per_sandbox_rps" };
 		const cJSON *it;
 
 		i = 0;

@@ -685,6 +685,53 @@ test_route_cap(void **state)
 	free_config(cf);
 }
 
+/* Gateway: per-sandbox families, the first 64 ids labelled, then other. */
+static void
+test_sandbox_cap(void **state)
+{
+	char id[32], want[128], *t, *p;
+	size_t i, n = 0;
+
+	(void)state;
+	t = render();
+	assert_null(strstr(t, "sluice_sandbox_requests_total"));
+	free(t);
+	for (i = 0; i < METRICS_MAX_SANDBOXES + 6; i++) {
+		snprintf(id, sizeof(id), "s%zu", i);
+		metrics_sandbox_request(id, 1, REASON_OK);
+		metrics_sandbox_conn(id, 1);
+	}
+	metrics_sandbox_request("s0", 0, REASON_RATE_LIMITED);
+	metrics_sandbox_request("s1", 0, REASON_UPSTREAM_TIMEOUT);
+	metrics_sandbox_request(NULL, 0, REASON_SANDBOX_UNKNOWN);
+	metrics_sandbox_conn("s3", -1);
+	t = render();
+	for (p = t; (p = strstr(p, "\nsluice_sandbox_connections{")) != NULL;
+	     p++)
+		n++;
+	assert_int_equal(n, METRICS_MAX_SANDBOXES + 1);
+	assert_non_null(strstr(t,
+	    "sluice_sandbox_requests_total{sandbox=\"other\",decision="
+	    "\"allow\"} 6\n"));
+	assert_non_null(strstr(t,
+	    "sluice_sandbox_requests_total{sandbox=\"other\",decision="
+	    "\"deny\"} 1\n"));
+	assert_non_null(strstr(t,
+	    "sluice_sandbox_requests_total{sandbox=\"s0\",decision="
+	    "\"deny\"} 1\n"));
+	assert_non_null(strstr(t,
+	    "sluice_sandbox_requests_total{sandbox=\"s1\",decision="
+	    "\"error\"} 1\n"));
+	assert_non_null(
+	    strstr(t, "sluice_sandbox_connections{sandbox=\"s3\"} 0\n"));
+	snprintf(want, sizeof(want),
+	    "sluice_sandbox_connections{sandbox=\"other\"} 6\n");
+	assert_non_null(strstr(t, want));
+	snprintf(want, sizeof(want), "{sandbox=\"s%d\"", METRICS_MAX_SANDBOXES);
+	assert_null(strstr(t, want));
+	free(t);
+}
+
 /* One HTTP exchange with the listener, driving its loop meanwhile. */
 static char *
 http_exchange(struct event_base *base, const char *path, const char *req)
@@ -954,6 +1001,7 @@ main(void)
 		cmocka_unit_test_setup(test_errors_budget_policy_time, setup),
 		cmocka_unit_test_setup(test_reload_outcome, setup),
 		cmocka_unit_test_setup(test_route_cap, setup),
+		cmocka_unit_test_setup(test_sandbox_cap, setup),
 		cmocka_unit_test_setup(test_listener_strict_and_capped, setup),
 		cmocka_unit_test_setup(test_listener_group, setup),
 		cmocka_unit_test_setup(test_listener, setup),

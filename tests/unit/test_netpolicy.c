@@ -51,6 +51,7 @@ sidecar_input(struct np_input *in)
 }
 
 static struct sockaddr_storage listeners[3];
+static struct np_sandbox sandboxes[3];
 
 static void
 gateway_input(struct np_input *in)
@@ -77,6 +78,18 @@ gateway_input(struct np_input *in)
 	in->ni_nifaces = 2;
 	in->ni_listeners = listeners;
 	in->ni_nlisteners = 3;
+	memset(sandboxes, 0, sizeof(sandboxes));
+	sandboxes[0].ns_iface = "sbx-a";
+	sandboxes[0].ns_family = AF_INET;
+	inet_pton(AF_INET, "198.18.1.2", sandboxes[0].ns_addr);
+	sandboxes[1].ns_iface = "sbx-a";
+	sandboxes[1].ns_family = AF_INET6;
+	inet_pton(AF_INET6, "2001:2:0:1::2", sandboxes[1].ns_addr);
+	sandboxes[2].ns_iface = "veth7";
+	sandboxes[2].ns_family = AF_INET;
+	inet_pton(AF_INET, "198.18.2.2", sandboxes[2].ns_addr);
+	in->ni_sandboxes = sandboxes;
+	in->ni_nsandboxes = 3;
 }
 
 static const char sidecar_text[] =
@@ -133,6 +146,17 @@ static const char sidecar_text[] =
 
 static const char gateway_text[] =
     "table inet gw {\n"
+    "\tset sandbox4 {\n"
+    "\t\ttype ifname . ipv4_addr\n"
+    "\t\telements = { \"sbx-a\" . 198.18.1.2,\n"
+    "\t\t\t     \"veth7\" . 198.18.2.2 }\n"
+    "\t}\n"
+    "\n"
+    "\tset sandbox6 {\n"
+    "\t\ttype ifname . ipv6_addr\n"
+    "\t\telements = { \"sbx-a\" . 2001:2:0:1::2 }\n"
+    "\t}\n"
+    "\n"
     "\tchain input {\n"
     "\t\ttype filter hook input priority filter; policy accept;\n"
     "\t\tiifname \"sbx-*\" jump sandbox_in\n"
@@ -146,6 +170,10 @@ static const char gateway_text[] =
     "\t}\n"
     "\n"
     "\tchain sandbox_in {\n"
+    "\t\ticmpv6 type nd-neighbor-solicit ip6 hoplimit 255 accept\n"
+    "\t\ticmpv6 type nd-neighbor-advert ip6 hoplimit 255 accept\n"
+    "\t\tiifname . ip saddr != @sandbox4 jump sandbox_drop\n"
+    "\t\tiifname . ip6 saddr != @sandbox6 jump sandbox_drop\n"
     "\t\tfib saddr . iif oif missing jump sandbox_drop\n"
     "\t\tct state established,related ct original ip daddr 198.18.1.1 "
     "accept\n"
@@ -153,11 +181,12 @@ static const char gateway_text[] =
     "meta nfproto ipv4 accept\n"
     "\t\tct state established,related ct original ip6 daddr "
     "2001:2:0:1::1 accept\n"
-    "\t\tip daddr 198.18.1.1 tcp dport 3128 accept\n"
-    "\t\tmeta nfproto ipv4 tcp dport 8080 accept\n"
-    "\t\tip6 daddr 2001:2:0:1::1 tcp dport 3128 accept\n"
-    "\t\ticmpv6 type nd-neighbor-solicit ip6 hoplimit 255 accept\n"
-    "\t\ticmpv6 type nd-neighbor-advert ip6 hoplimit 255 accept\n"
+    "\t\tip daddr 198.18.1.1 tcp dport 3128 fib daddr . iif type local "
+    "accept\n"
+    "\t\tmeta nfproto ipv4 tcp dport 8080 fib daddr . iif type local "
+    "accept\n"
+    "\t\tip6 daddr 2001:2:0:1::1 tcp dport 3128 fib daddr . iif type "
+    "local accept\n"
     "\t\ticmpv6 type mld2-listener-report ip6 hoplimit 1 counter packets 0 "
     "bytes 0 drop\n"
     "\t\ticmpv6 type mld-listener-report ip6 hoplimit 1 counter packets 0 "
@@ -365,7 +394,9 @@ test_gateway_model_and_text(void **state)
 	gateway_input(&in);
 	rs = np_ruleset_build(&in, why, sizeof(why));
 	assert_non_null(rs);
-	assert_int_equal(rs->rs_nsets, 0);
+	assert_int_equal(rs->rs_nsets, 2);
+	assert_int_equal(np_ruleset_set(rs, "sandbox4")->se_nelems, 2);
+	assert_int_equal(np_ruleset_set(rs, "sandbox6")->se_keylen, 32);
 	assert_int_equal(rs->rs_nchains, 4);
 	ch = np_ruleset_chain(rs, "input");
 	assert_non_null(ch);
@@ -435,10 +466,10 @@ test_gateway_duplicate_listeners(void **state)
 	assert_non_null(text);
 	assert_int_equal(count_of(text, "ct original ip daddr 198.18.1.1 "), 1);
 	assert_int_equal(count_of(text,
-			     "ip daddr 198.18.1.1 tcp dport 3128 accept"),
+			     "ip daddr 198.18.1.1 tcp dport 3128 fib"),
 	    1);
 	assert_int_equal(count_of(text,
-			     "ip daddr 198.18.1.1 tcp dport 9090 accept"),
+			     "ip daddr 198.18.1.1 tcp dport 9090 fib"),
 	    1);
 	assert_int_equal(count_of(text, " tcp dport "), 4);
 	assert_int_equal(count_of(text, "ct state established,related ct "), 3);
@@ -725,7 +756,25 @@ test_rule_text_ct_fib(void **state)
 	rs = np_ruleset_build(&in, why, sizeof(why));
 	assert_non_null(rs);
 	ch = np_ruleset_chain(rs, "sandbox_in");
-	ru = ch->ch_rules[0];
+	ru = ch->ch_rules[2];
+	np_rule_text(&ru, buf, sizeof(buf));
+	assert_string_equal(buf,
+	    "iifname . ip saddr != @sandbox4 jump sandbox_drop");
+	/* Not inverted: another rule, its own text. */
+	ru.ru_exprs[ru.ru_nexprs - 2].ex_flags = 0;
+	np_rule_text(&ru, buf, sizeof(buf));
+	assert_string_equal(buf,
+	    "iifname . ip saddr @sandbox4 jump sandbox_drop");
+	/* The listener binding; another fib result is shown raw. */
+	ru = ch->ch_rules[8];
+	np_rule_text(&ru, buf, sizeof(buf));
+	assert_string_equal(buf,
+	    "ip daddr 198.18.1.1 tcp dport 3128 fib daddr . iif type local "
+	    "accept");
+	ru.ru_exprs[ru.ru_nexprs - 2].ex_data[0] = 1; /* RTN_UNICAST */
+	np_rule_text(&ru, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "[ fib flags"));
+	ru = ch->ch_rules[4];
 	np_rule_text(&ru, buf, sizeof(buf));
 	assert_string_equal(buf,
 	    "fib saddr . iif oif missing jump sandbox_drop");
@@ -734,7 +783,7 @@ test_rule_text_ct_fib(void **state)
 	np_rule_text(&ru, buf, sizeof(buf));
 	assert_non_null(strstr(buf, "[ fib flags 0x21 result 1"));
 	/* ct original ip daddr needs its direction. */
-	ru = ch->ch_rules[1];
+	ru = ch->ch_rules[5];
 	ru.ru_exprs[3].ex_ctdir = 0;
 	np_rule_text(&ru, buf, sizeof(buf));
 	assert_non_null(strstr(buf, "[ ct load"));
