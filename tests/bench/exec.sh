@@ -33,6 +33,7 @@ ROUNDS=3
 DUR=5
 CONNS=16
 ONLY=""
+profile_note=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	--runs) RUNS=$2; shift 2 ;;
