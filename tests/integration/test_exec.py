@@ -33,7 +33,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
@@ -408,7 +407,8 @@ class ExecCase(unittest.TestCase):
         return env
 
     def argv(self, user, opts, cmd):
-        argv = [os.path.abspath(ENV.bin), "exec"] + list(opts) + ["--"] + list(cmd)
+        argv = [os.path.abspath(ENV.bin), "exec"] + list(opts) + ["--"] + \
+            list(cmd)
         if user == "nobody":
             argv = as_nobody(argv)
         return ns_exec(self.sbx, argv)
@@ -442,7 +442,8 @@ class ExecCase(unittest.TestCase):
               audit=True):
         if opts is None:
             opts = self.policy(user, policy)
-        r = self.sluice(user, opts, ["python3", self.probe_py, json.dumps(cfg)],
+        r = self.sluice(user, opts,
+                        ["python3", self.probe_py, json.dumps(cfg)],
                         env=env, audit=audit)
         self.assertEqual(r.rc, 0, r)
         return r, r.json()
