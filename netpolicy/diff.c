@@ -65,6 +65,9 @@ np_expr_equal(const struct np_expr *a, const struct np_expr *b)
 	case NP_E_FIB:
 		return a->ex_key == b->ex_key && a->ex_dreg == b->ex_dreg &&
 		    a->ex_flags == b->ex_flags;
+	case NP_E_REDIR:
+		return a->ex_sreg == b->ex_sreg && a->ex_sreg2 == b->ex_sreg2 &&
+		    a->ex_flags == b->ex_flags;
 	case NP_E_CMP:
 		return a->ex_sreg == b->ex_sreg && a->ex_op == b->ex_op &&
 		    a->ex_len == b->ex_len &&

@@ -440,6 +440,14 @@ expr_parse(const struct nftnl_expr *e, struct np_expr *x)
 		x->ex_flags = nftnl_expr_get_u32(e, NFTNL_EXPR_FIB_FLAGS);
 		x->ex_dreg = nftnl_expr_get_u32(e, NFTNL_EXPR_FIB_DREG);
 		u = !has(e, NFTNL_EXPR_FIB_DREG);
+	} else if (strcmp(name, "redir") == 0) {
+		x->ex_type = NP_E_REDIR;
+		x->ex_sreg =
+		    nftnl_expr_get_u32(e, NFTNL_EXPR_REDIR_REG_PROTO_MIN);
+		x->ex_sreg2 =
+		    nftnl_expr_get_u32(e, NFTNL_EXPR_REDIR_REG_PROTO_MAX);
+		x->ex_flags = nftnl_expr_get_u32(e, NFTNL_EXPR_REDIR_FLAGS);
+		u = !has(e, NFTNL_EXPR_REDIR_REG_PROTO_MIN);
 	} else if (strcmp(name, "bitwise") == 0) {
 		x->ex_type = NP_E_BITWISE;
 		x->ex_sreg = nftnl_expr_get_u32(e, NFTNL_EXPR_BITWISE_SREG);

@@ -30,6 +30,7 @@
 
 #define NP_SET_UPSTREAM4   "upstream4"
 #define NP_SET_UPSTREAM6   "upstream6"
+#define NP_CHAIN_REDIRECT  "transparent" /* sidecar: nat output chain */
 #define NP_DYN_TIMEOUT_MIN 60 /* seconds: floor for DNS-derived timeouts */
 /*
  * Sidecar: the conntrack mark sluice's accepted upstream (and DNS over TCP)
@@ -86,6 +87,16 @@ struct np_input {
 	size_t ni_nlisteners;
 	const struct np_inbound *ni_inbound; /* sidecar */
 	size_t ni_ninbound;
+	/*
+	 * Sidecar, a transparent listener: the sandbox's new TCP flows to
+	 * these ports (the intercepted routes' connect.ports) are redirected
+	 * to ni_redirect_to on loopback, for the families ni_redirect_v4 /
+	 * ni_redirect_v6 have a listener for. ni_redirect_to 0: none.
+	 */
+	const uint16_t *ni_redirect_ports;
+	size_t ni_nredirect_ports;
+	uint16_t ni_redirect_to;
+	int ni_redirect_v4, ni_redirect_v6;
 };
 
 /* The nftables expressions the model knows; anything else is NP_E_OTHER. */
@@ -101,8 +112,9 @@ enum np_expr_type {
 	NP_E_LOG,       /* log group ex_group [prefix ex_name] */
 	NP_E_VERDICT,   /* immediate verdict ex_verdict [chain ex_name] */
 	NP_E_IMMEDIATE, /* immediate ex_data (ex_len bytes) => ex_dreg */
-	NP_E_FIB,  /* fib ex_flags (NFTA_FIB_F_*) ex_key result => ex_dreg */
-	NP_E_OTHER /* read from the kernel, not modelled: ex_name */
+	NP_E_FIB,   /* fib ex_flags (NFTA_FIB_F_*) ex_key result => ex_dreg */
+	NP_E_REDIR, /* redir proto_min ex_sreg proto_max ex_sreg2 ex_flags */
+	NP_E_OTHER  /* read from the kernel, not modelled: ex_name */
 };
 
 /*
@@ -115,6 +127,7 @@ struct np_expr {
 	uint32_t ex_ctdir; /* ct: 0 no direction, else 1 + IP_CT_DIR_* */
 	uint32_t ex_dreg;  /* destination register */
 	uint32_t ex_sreg;  /* source register */
+	uint32_t ex_sreg2; /* redir: the proto_max register */
 	uint32_t ex_op;    /* cmp operator */
 	uint32_t ex_base;  /* payload base */
 	uint32_t ex_offset;

@@ -565,6 +565,19 @@ expr_fib(const struct np_expr *x)
 }
 
 static struct nftnl_expr *
+expr_redir(const struct np_expr *x)
+{
+	struct nftnl_expr *e;
+
+	if ((e = nftnl_expr_alloc("redir")) == NULL)
+		return NULL;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_REDIR_REG_PROTO_MIN, x->ex_sreg);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_REDIR_REG_PROTO_MAX, x->ex_sreg2);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_REDIR_FLAGS, x->ex_flags);
+	return e;
+}
+
+static struct nftnl_expr *
 expr_bitwise(const struct np_expr *x)
 {
 	struct nftnl_expr *e;
@@ -697,6 +710,9 @@ txn_rule(struct np_txn *t, const struct np_ruleset *rs, const char *chain,
 			break;
 		case NP_E_FIB:
 			e = expr_fib(x);
+			break;
+		case NP_E_REDIR:
+			e = expr_redir(x);
 			break;
 		default:
 			/* A dumped, unmodelled expression is never sent. */

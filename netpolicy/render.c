@@ -84,6 +84,7 @@ enum unit_kind {
 	U_CTSTATE, /* ct load state + bitwise + cmp neq 0 */
 	U_CT,      /* ct load (mark, direction, original address) + cmp */
 	U_CTSET,   /* immediate + ct set */
+	U_REDIR,   /* immediate port + redir */
 	U_FIB,     /* fib + cmp */
 	U_STMT     /* counter, limit, log, verdict */
 };
@@ -185,7 +186,10 @@ unit_payload(const struct np_rule *ru, size_t i, struct unit *u)
 	return (int)(j + 1 - i);
 }
 
-/* An immediate: only as the value of a ct mark set that follows. */
+/*
+ * An immediate: only as the value of a ct mark set that follows, or the
+ * port of a redirect.
+ */
 static int
 unit_ctset(const struct np_rule *ru, size_t i, struct unit *u)
 {
@@ -194,6 +198,15 @@ unit_ctset(const struct np_rule *ru, size_t i, struct unit *u)
 	if (i + 1 >= ru->ru_nexprs)
 		return -1;
 	x = &ru->ru_exprs[i + 1];
+	if (x->ex_type == NP_E_REDIR) {
+		/* "redirect to :P": one register for both ends, flags 2. */
+		if (x->ex_unknown_attr || x->ex_sreg != e->ex_dreg ||
+		    x->ex_sreg2 != e->ex_dreg || x->ex_flags != 0x2 ||
+		    e->ex_len != 2)
+			return -1;
+		unit_set(u, U_REDIR, e, x);
+		return 2;
+	}
 	if (x->ex_type != NP_E_CT || x->ex_unknown_attr || x->ex_dreg != 0 ||
 	    x->ex_sreg != e->ex_dreg || x->ex_key != NFT_CT_MARK ||
 	    x->ex_ctdir != 0 || e->ex_len != 4)
@@ -787,6 +800,16 @@ print_ct(struct sb *sb, const struct unit *u)
 }
 
 static int
+print_redir(struct sb *sb, const struct unit *u)
+{
+	uint16_t port;
+
+	memcpy(&port, u->u_load[0]->ex_data, sizeof(port));
+	sb_printf(sb, "redirect to :%u", ntohs(port));
+	return 0;
+}
+
+static int
 print_ctset(struct sb *sb, const struct unit *u)
 {
 	sb_printf(sb, "ct mark set 0x%08" PRIx32, data_u32(u->u_load[0]));
@@ -919,6 +942,9 @@ rule_decompile(struct sb *sb, const struct np_rule *ru)
 		case U_CTSET:
 			rc = print_ctset(&one, &u[k]);
 			break;
+		case U_REDIR:
+			rc = print_redir(&one, &u[k]);
+			break;
 		case U_FIB:
 			rc = print_fib(&one, &u[k]);
 			break;
@@ -996,6 +1022,12 @@ rule_raw(struct sb *sb, const struct np_rule *ru)
 		case NP_E_IMMEDIATE:
 			sb_printf(sb, "immediate reg %" PRIu32 " ", e->ex_dreg);
 			hex(sb, e->ex_data, e->ex_len);
+			break;
+		case NP_E_REDIR:
+			sb_printf(sb,
+			    "redir proto_min reg %" PRIu32
+			    " proto_max reg %" PRIu32 " flags 0x%" PRIx32,
+			    e->ex_sreg, e->ex_sreg2, e->ex_flags);
 			break;
 		case NP_E_FIB:
 			sb_printf(sb,

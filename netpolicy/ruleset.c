@@ -1056,6 +1056,87 @@ np_add_resolver_rules(struct np_chain *ch, const struct np_input *in,
 }
 
 /*
+ * The transparent listener's rules. In a nat chain on the output hook,
+ * before the filter chain: "oif != lo meta skuid != UID tcp dport P
+ * redirect to :L", per port, for the families with a listener (both: one
+ * inet rule; one: "meta nfproto" first). sluice's own flows are never
+ * redirected, nor what goes to a local address. The filter chain then
+ * sees the redirected packets addressed to 127.0.0.1 / ::1 port L, still
+ * with the outgoing interface of their first route, so it accepts those
+ * explicitly.
+ */
+static int
+np_add_redirect(struct np_ruleset *rs, const struct np_input *in)
+{
+	struct np_chain *ch;
+	struct np_expr *e;
+	struct rb b;
+	uint32_t lo = 1;
+	uint16_t to = htons(in->ni_redirect_to);
+	uint8_t nf;
+	size_t i;
+
+	if ((ch = np_ruleset_add_chain(rs, NP_CHAIN_REDIRECT)) == NULL)
+		return -1;
+	ch->ch_base = 1;
+	ch->ch_hook = NF_INET_LOCAL_OUT;
+	ch->ch_prio = -100; /* NF_IP_PRI_NAT_DST: before the filter chain */
+	ch->ch_policy = NF_ACCEPT;
+	snprintf(ch->ch_type, sizeof(ch->ch_type), "nat");
+	for (i = 0; i < in->ni_nredirect_ports; i++) {
+		rb_init(&b, np_chain_add_rule(ch));
+		if (in->ni_redirect_v4 != in->ni_redirect_v6) {
+			nf = in->ni_redirect_v4 ? NFPROTO_IPV4 : NFPROTO_IPV6;
+			rb_meta_cmp(&b, NFT_META_NFPROTO, &nf, sizeof(nf));
+			b.nfproto = nf;
+		}
+		rb_meta_op(&b, NFT_META_OIF, NFT_CMP_NEQ, &lo, sizeof(lo));
+		rb_not_skuid(&b, in->ni_uid);
+		rb_dport(&b, IPPROTO_TCP, in->ni_redirect_ports[i]);
+		if ((e = rb_add(&b, NP_E_IMMEDIATE)) != NULL) {
+			e->ex_dreg = NFT_REG_1;
+			e->ex_len = sizeof(to);
+			memcpy(e->ex_data, &to, sizeof(to));
+		}
+		if ((e = rb_add(&b, NP_E_REDIR)) != NULL) {
+			e->ex_sreg = NFT_REG_1;
+			e->ex_sreg2 = NFT_REG_1;
+			e->ex_flags = 0x2; /* NF_NAT_RANGE_PROTO_SPECIFIED */
+		}
+		if (b.err)
+			return -1;
+	}
+	return 0;
+}
+
+/* The filter side: accept what was redirected to the listener. */
+static int
+np_add_redirected(struct np_chain *ch, const struct np_input *in)
+{
+	struct in6_addr lo6 = IN6ADDR_LOOPBACK_INIT;
+	uint32_t lo4 = htonl(INADDR_LOOPBACK);
+	struct rb b;
+
+	if (in->ni_redirect_v4) {
+		rb_init(&b, np_chain_add_rule(ch));
+		rb_net_cmp(&b, NFPROTO_IPV4, 16, &lo4, 4);
+		rb_dport(&b, IPPROTO_TCP, in->ni_redirect_to);
+		rb_verdict(&b, NF_ACCEPT, NULL);
+		if (b.err)
+			return -1;
+	}
+	if (in->ni_redirect_v6) {
+		rb_init(&b, np_chain_add_rule(ch));
+		rb_net_cmp(&b, NFPROTO_IPV6, 24, &lo6, 16);
+		rb_dport(&b, IPPROTO_TCP, in->ni_redirect_to);
+		rb_verdict(&b, NF_ACCEPT, NULL);
+		if (b.err)
+			return -1;
+	}
+	return 0;
+}
+
+/*
  * Sidecar: one output chain, policy drop (DESIGN.md "Kernel rules"). There
  * is deliberately no blanket "ct state established,related accept": in
  * output it would let any uid answer a connection that came in from
@@ -1105,6 +1186,8 @@ np_build_sidecar(struct np_ruleset *rs, const struct np_input *in, char *why,
 		if (b.err)
 			goto nomem;
 	}
+	if (in->ni_redirect_to != 0 && np_add_redirected(ch, in) == -1)
+		goto nomem;
 	if (np_add_sluice_flows(ch, in) == -1 ||
 	    np_add_resolver_rules(ch, in, res) == -1)
 		goto nomem;
@@ -1122,6 +1205,9 @@ np_build_sidecar(struct np_ruleset *rs, const struct np_input *in, char *why,
 
 	if (np_add_log_drop(ch, in->ni_log_group) == -1 ||
 	    np_add_log_drop(spoof, in->ni_log_group) == -1)
+		goto nomem;
+	/* Last: adding it may move the chains above. */
+	if (in->ni_redirect_to != 0 && np_add_redirect(rs, in) == -1)
 		goto nomem;
 	free(res);
 	return 0;

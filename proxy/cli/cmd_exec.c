@@ -18,6 +18,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,8 @@ struct exec_ctx {
 	uid_t uid;
 	gid_t gid;
 };
+
+static void sweep_stale(const char *base);
 
 static int
 exec_usage(const char *msg)
@@ -339,7 +342,9 @@ prepare_rundir(struct exec_ctx *x)
 	    stat(base, &st) == -1 || !S_ISDIR(st.st_mode) ||
 	    access(base, W_OK) == -1)
 		base = "/tmp";
-	snprintf(x->rundir, sizeof(x->rundir), "%s/sluice-exec.XXXXXX", base);
+	sweep_stale(base);
+	snprintf(x->rundir, sizeof(x->rundir), "%s/sluice-exec-%ld.XXXXXX",
+	    base, (long)getpid());
 	if (mkdtemp(x->rundir) == NULL) {
 		fprintf(stderr, "sluice: exec: %s: %s\n", x->rundir,
 		    strerror(errno));
@@ -382,6 +387,38 @@ remove_tree(const char *dir)
 	}
 	closedir(d);
 	(void)rmdir(dir);
+}
+
+/*
+ * Run directories a killed exec left behind (its pid is in the name): ours,
+ * and the pid gone. Their token has expired or soon will; the rest is
+ * state nobody reads.
+ */
+static void
+sweep_stale(const char *base)
+{
+	char p[PATH_MAX];
+	struct dirent *de;
+	struct stat st;
+	long pid;
+	char *end;
+	DIR *d;
+
+	if ((d = opendir(base)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (strncmp(de->d_name, "sluice-exec-", 12) != 0)
+			continue;
+		pid = strtol(de->d_name + 12, &end, 10);
+		if (end == de->d_name + 12 || *end != '.' || pid <= 0 ||
+		    (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", base, de->d_name);
+		if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode) &&
+		    st.st_uid == geteuid())
+			remove_tree(p);
+	}
+	closedir(d);
 }
 
 /* The real key: read under the secret-file rules, kept raw for the env. */
@@ -947,6 +984,7 @@ cmd_exec(int argc, char **argv)
 		    sizeof(x.base_url) - strlen(x.base_url) - 1);
 	xr.xr_env.es_base_url = x.base_url[0] != '\0' ? x.base_url : NULL;
 	xr.xr_env.es_clean = a.clean_env;
+	xr.xr_rundir = x.rundir;
 	xr.xr_bundle = x.intercept ? x.bundle_path : NULL;
 	xr.xr_bundle_system = SYSTEM_CA;
 	if (x.upkey != NULL &&

@@ -20,7 +20,9 @@
  */
 enum listener_type {
 	LISTENER_FORWARD = 1, /* absolute-form and CONNECT */
-	LISTENER_REVERSE      /* origin-form, bound to one route */
+	LISTENER_REVERSE,     /* origin-form, bound to one route */
+	LISTENER_INTERCEPT,   /* an intercepted tunnel to lc_host:lc_port */
+	LISTENER_TRANSPARENT  /* redirected TLS, destination from SNI */
 };
 
 struct listener_conf {
@@ -30,7 +32,9 @@ struct listener_conf {
 	struct sockaddr_storage lc_addr;
 	socklen_t lc_addrlen;
 	char lc_route[TOKEN_MAX_STR + 1]; /* reverse: the route's audience */
-	size_t lc_route_idx;              /* reverse: index into cf_routes */
+	size_t lc_route_idx; /* reverse, intercept: index into cf_routes */
+	char lc_host[256];   /* intercept: the host its tunnels are to */
+	uint16_t lc_port;    /* intercept: and the port (default: listen's) */
 };
 
 /* A header sluice adds to every forwarded request; the value is secret. */
@@ -147,6 +151,15 @@ struct intercept_conf {
 	uint64_t ic_max_leaves;
 };
 
+/* Top-level "exec": sluice exec's extra walls. */
+struct exec_conf {
+	int ec_landlock; /* "landlock" is present */
+	char **ec_rw;    /* paths the command may write */
+	size_t ec_nrw;
+	char **ec_ro; /* paths it may read and execute */
+	size_t ec_nro;
+};
+
 struct tokens_conf {
 	char *tc_issuer; /* NULL: not checked */
 	int64_t tc_leeway_s;
@@ -177,6 +190,7 @@ struct config {
 	struct audit_conf cf_audit;
 	struct netpolicy_conf cf_np;
 	struct intercept_conf cf_intercept;
+	struct exec_conf cf_exec;
 	char *cf_admin_socket;   /* NULL: none */
 	char *cf_metrics_listen; /* NULL: none */
 	gid_t cf_metrics_gid;    /* metrics.group; (gid_t)-1: none */

@@ -131,6 +131,9 @@ void cf_inbound_free(struct netpolicy_conf *np);
 int cf_load_intercept(struct cfctx *cx, const cJSON *root);
 int cf_check_intercept(struct cfctx *cx);
 void cf_intercept_free(struct intercept_conf *ic);
+/* exec.c */
+int cf_load_exec(struct cfctx *cx, const cJSON *root);
+void cf_exec_free(struct exec_conf *ec);
 /* A host as routes compare it: lower case, an IPv6 literal unbracketed. */
 void cf_normalize_host(char *h);
 

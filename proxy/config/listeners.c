@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <cjson/cJSON.h>
 
@@ -80,23 +81,32 @@ load_listener(struct cfctx *cx, const char *jp, const cJSON *it,
     struct listener_conf *lc)
 {
 	static const char *const keys[] = { "name", "type", "listen", "route",
-		NULL };
+		"host", "port", NULL };
 	const char *name = NULL, *type = NULL, *listen = NULL;
-	const char *route = NULL;
+	const char *route = NULL, *host = NULL;
+	uint64_t port = 0;
 
 	if (cf_keys(cx, jp, it, keys) == -1 ||
 	    cf_str(cx, jp, it, "type", 1, &type) == -1 ||
 	    cf_str(cx, jp, it, "listen", 1, &listen) == -1 ||
 	    cf_str(cx, jp, it, "name", 0, &name) == -1 ||
-	    cf_str(cx, jp, it, "route", 0, &route) == -1)
+	    cf_str(cx, jp, it, "route", 0, &route) == -1 ||
+	    cf_str(cx, jp, it, "host", 0, &host) == -1 ||
+	    cf_uint(cx, jp, it, "port", 1, 65535, &port) == -1)
 		return -1;
 	if (strcmp(type, "forward") == 0)
 		lc->lc_type = LISTENER_FORWARD;
 	else if (strcmp(type, "reverse") == 0)
 		lc->lc_type = LISTENER_REVERSE;
+	else if (strcmp(type, "intercept") == 0)
+		lc->lc_type = LISTENER_INTERCEPT;
+	else if (strcmp(type, "transparent") == 0)
+		lc->lc_type = LISTENER_TRANSPARENT;
 	else
 		return cf_err(cx, jp,
-		    "type: \"%s\" is not \"forward\" or \"reverse\"", type);
+		    "type: \"%s\" is not \"forward\", \"reverse\", "
+		    "\"intercept\" or \"transparent\"",
+		    type);
 	if (strlen(listen) >= sizeof(lc->lc_listen) ||
 	    cf_parse_listen(listen, &lc->lc_addr, &lc->lc_addrlen) == -1)
 		return cf_err(cx, jp,
@@ -110,9 +120,36 @@ load_listener(struct cfctx *cx, const char *jp, const cJSON *it,
 	snprintf(lc->lc_name, sizeof(lc->lc_name), "%s", name);
 	if (lc->lc_type == LISTENER_REVERSE && route == NULL)
 		return cf_err(cx, jp, "a reverse listener needs \"route\"");
-	if (lc->lc_type == LISTENER_FORWARD && route != NULL)
+	if (lc->lc_type != LISTENER_REVERSE && route != NULL)
 		return cf_err(cx, jp,
 		    "route: only reverse listeners are bound to a route");
+	if (lc->lc_type == LISTENER_INTERCEPT && host == NULL)
+		return cf_err(cx, jp,
+		    "an intercept listener needs \"host\" (the intercepted "
+		    "host its connections are tunnels to)");
+	if (lc->lc_type != LISTENER_INTERCEPT && host != NULL)
+		return cf_err(cx, jp,
+		    "host: only intercept listeners name one");
+	if (lc->lc_type != LISTENER_INTERCEPT && port != 0)
+		return cf_err(cx, jp,
+		    "port: only intercept listeners name one");
+	if (host != NULL) {
+		size_t i, n = strlen(host);
+
+		if (n == 0 || n >= sizeof(lc->lc_host))
+			return cf_err(cx, jp, "host: empty or too long");
+		for (i = 0; i < n; i++)
+			lc->lc_host[i] =
+			    (char)(host[i] >= 'A' && host[i] <= 'Z' ?
+				    host[i] - 'A' + 'a' :
+				    host[i]);
+		lc->lc_host[n] = '\0';
+		lc->lc_port = port != 0 ?
+		    (uint16_t)port :
+		    lc->lc_addr.ss_family == AF_INET ?
+		    ntohs(((struct sockaddr_in *)&lc->lc_addr)->sin_port) :
+		    ntohs(((struct sockaddr_in6 *)&lc->lc_addr)->sin6_port);
+	}
 	if (route != NULL) {
 		if (strlen(route) > TOKEN_MAX_STR)
 			return cf_err(cx, jp, "route: too long");
@@ -166,6 +203,116 @@ cf_load_listeners(struct cfctx *cx, const cJSON *root)
 	return 0;
 }
 
+/* The index of the route whose upstream host or hosts name host, or -1. */
+static ssize_t
+route_of_host(const struct config *cf, const char *host)
+{
+	size_t i, h;
+
+	for (i = 0; i < cf->cf_nroutes; i++) {
+		const struct route *rt = &cf->cf_routes[i];
+
+		if (strcasecmp(rt->rt_up.uc_host, host) == 0)
+			return (ssize_t)i;
+		for (h = 0; h < rt->rt_nhosts; h++)
+			if (strcasecmp(rt->rt_hosts[h], host) == 0)
+				return (ssize_t)i;
+	}
+	return -1;
+}
+
+/* An intercept listener's host and port: an intercepted route's. */
+static int
+link_intercept(struct cfctx *cx, const char *jp, struct listener_conf *lc)
+{
+	const struct config *cf = cx->cf;
+	ssize_t r = route_of_host(cf, lc->lc_host);
+	const struct route *rt;
+	size_t p;
+
+	if (r == -1)
+		return cf_err(cx, jp,
+		    "host: \"%s\" is no route's upstream host or hosts",
+		    lc->lc_host);
+	rt = &cf->cf_routes[r];
+	if (!rt->rt_intercept)
+		return cf_err(cx, jp,
+		    "host: \"%s\" belongs to routes[%zd], which does not "
+		    "intercept (connect.intercept)",
+		    lc->lc_host, r);
+	for (p = 0; p < rt->rt_nports; p++)
+		if (rt->rt_ports[p] == lc->lc_port)
+			break;
+	if (p == rt->rt_nports)
+		return cf_err(cx, jp,
+		    "port: %u is not in routes[%zd].connect.ports", lc->lc_port,
+		    r);
+	lc->lc_route_idx = (size_t)r;
+	return 0;
+}
+
+static in_port_t
+listen_port(const struct listener_conf *lc)
+{
+	if (lc->lc_addr.ss_family == AF_INET)
+		return ((const struct sockaddr_in *)&lc->lc_addr)->sin_port;
+	return ((const struct sockaddr_in6 *)&lc->lc_addr)->sin6_port;
+}
+
+/*
+ * A transparent listener: what the sidecar rules redirect to. The kernel
+ * redirects to 127.0.0.1 or ::1 on one port, so it listens there (or on
+ * the wildcard), one per family, all on one port.
+ */
+static int
+link_transparent(struct cfctx *cx, const char *jp, size_t idx)
+{
+	const struct config *cf = cx->cf;
+	const struct listener_conf *lc = &cf->cf_listeners[idx];
+	const struct sockaddr_in *sin = (const void *)&lc->lc_addr;
+	const struct sockaddr_in6 *sin6 = (const void *)&lc->lc_addr;
+	size_t i;
+
+	if (cf->cf_np.np_mode != NETPOLICY_SIDECAR)
+		return cf_err(cx, jp,
+		    "type: a transparent listener needs netpolicy.mode "
+		    "\"sidecar\" (its kernel rules redirect to it)");
+	if (lc->lc_addr.ss_family == AF_INET ?
+		(sin->sin_addr.s_addr != htonl(INADDR_LOOPBACK) &&
+		    sin->sin_addr.s_addr != htonl(INADDR_ANY)) :
+		(!IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr) &&
+		    !IN6_IS_ADDR_UNSPECIFIED(&sin6->sin6_addr)))
+		return cf_err(cx, jp,
+		    "listen: a transparent listener takes what the kernel "
+		    "redirects to 127.0.0.1 or [::1] (or the wildcard "
+		    "address), not %s",
+		    lc->lc_listen);
+	for (i = 0; i < cf->cf_nroutes; i++)
+		if (cf->cf_routes[i].rt_intercept)
+			break;
+	if (i == cf->cf_nroutes)
+		return cf_err(cx, jp,
+		    "type: a transparent listener needs a route with "
+		    "connect.intercept (what it serves)");
+	for (i = 0; i < idx; i++) {
+		const struct listener_conf *o = &cf->cf_listeners[i];
+
+		if (o->lc_type != LISTENER_TRANSPARENT)
+			continue;
+		if (o->lc_addr.ss_family == lc->lc_addr.ss_family)
+			return cf_err(cx, jp,
+			    "type: listeners[%zu] is the transparent "
+			    "listener of this address family already",
+			    i);
+		if (listen_port(o) != listen_port(lc))
+			return cf_err(cx, jp,
+			    "listen: the port differs from transparent "
+			    "listeners[%zu]'s (the kernel redirects to one)",
+			    i);
+	}
+	return 0;
+}
+
 int
 cf_link_listeners(struct cfctx *cx)
 {
@@ -176,18 +323,23 @@ cf_link_listeners(struct cfctx *cx)
 	for (i = 0; i < cf->cf_nlisteners; i++) {
 		struct listener_conf *lc = &cf->cf_listeners[i];
 
+		cf_idx(jp, sizeof(jp), "listeners", i);
+		if (lc->lc_type == LISTENER_INTERCEPT &&
+		    link_intercept(cx, jp, lc) == -1)
+			return -1;
+		if (lc->lc_type == LISTENER_TRANSPARENT &&
+		    link_transparent(cx, jp, i) == -1)
+			return -1;
 		if (lc->lc_type != LISTENER_REVERSE)
 			continue;
 		for (j = 0; j < cf->cf_nroutes; j++)
 			if (strcmp(cf->cf_routes[j].rt_audience,
 				lc->lc_route) == 0)
 				break;
-		if (j == cf->cf_nroutes) {
-			cf_idx(jp, sizeof(jp), "listeners", i);
+		if (j == cf->cf_nroutes)
 			return cf_err(cx, jp,
 			    "route: no route has audience \"%s\"",
 			    lc->lc_route);
-		}
 		lc->lc_route_idx = j;
 	}
 	return 0;

@@ -97,7 +97,8 @@ config_load(const char *path, const struct config *prev, char *why,
 {
 	static const char *const keys[] = { "user", "listeners", "tokens",
 		"routes", "limits", "audit", "netpolicy", "admin", "metrics",
-		"state_dir", "ready_file", "intercept", "sha256", NULL };
+		"state_dir", "ready_file", "intercept", "exec", "sha256",
+		NULL };
 	struct cfctx cx = { path, why, whylen, prev, NULL };
 	unsigned char *buf;
 	size_t len;
@@ -163,7 +164,8 @@ config_load(const char *path, const struct config *prev, char *why,
 	    cf_load_misc(&cx, root) == -1 || cf_load_routes(&cx, root) == -1 ||
 	    cf_link_listeners(&cx) == -1 || cf_check_resolvers(&cx) == -1 ||
 	    cf_load_intercept(&cx, root) == -1 ||
-	    cf_check_intercept(&cx) == -1 || cf_load_tokens(&cx, root) == -1) {
+	    cf_check_intercept(&cx) == -1 || cf_load_exec(&cx, root) == -1 ||
+	    cf_load_tokens(&cx, root) == -1) {
 		cJSON_Delete(root);
 		config_unref(cx.cf);
 		return NULL;
@@ -222,6 +224,7 @@ config_unref(struct config *cf)
 	cf_strlist_free(cf->cf_np.np_ifaces, cf->cf_np.np_nifaces);
 	cf_inbound_free(&cf->cf_np);
 	cf_intercept_free(&cf->cf_intercept);
+	cf_exec_free(&cf->cf_exec);
 	free(cf->cf_admin_socket);
 	free(cf->cf_metrics_listen);
 	free(cf->cf_metrics_group);

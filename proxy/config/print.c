@@ -114,10 +114,17 @@ config_print(const struct config *cf, FILE *f)
 		o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "name", lc->lc_name);
 		cJSON_AddStringToObject(o, "type",
-		    lc->lc_type == LISTENER_FORWARD ? "forward" : "reverse");
+		    lc->lc_type == LISTENER_FORWARD       ? "forward" :
+			lc->lc_type == LISTENER_REVERSE   ? "reverse" :
+			lc->lc_type == LISTENER_INTERCEPT ? "intercept" :
+							    "transparent");
 		cJSON_AddStringToObject(o, "listen", lc->lc_listen);
 		if (lc->lc_type == LISTENER_REVERSE)
 			cJSON_AddStringToObject(o, "route", lc->lc_route);
+		if (lc->lc_type == LISTENER_INTERCEPT) {
+			cJSON_AddStringToObject(o, "host", lc->lc_host);
+			cJSON_AddNumberToObject(o, "port", lc->lc_port);
+		}
 		cJSON_AddItemToArray(a, o);
 	}
 	o = cJSON_AddObjectToObject(root, "tokens");
@@ -208,6 +215,23 @@ config_print(const struct config *cf, FILE *f)
 		    (double)ic->ic_leaf_days);
 		cJSON_AddNumberToObject(o, "max_leaves",
 		    (double)ic->ic_max_leaves);
+	}
+	if (cf->cf_exec.ec_landlock) {
+		const struct exec_conf *ec = &cf->cf_exec;
+		cJSON *ll;
+
+		o = cJSON_AddObjectToObject(root, "exec");
+		ll = cJSON_AddObjectToObject(o, "landlock");
+		cJSON_AddItemToObject(ll, "rw",
+		    ec->ec_nrw > 0 ?
+			cJSON_CreateStringArray((const char *const *)ec->ec_rw,
+			    (int)ec->ec_nrw) :
+			cJSON_CreateArray());
+		cJSON_AddItemToObject(ll, "ro",
+		    ec->ec_nro > 0 ?
+			cJSON_CreateStringArray((const char *const *)ec->ec_ro,
+			    (int)ec->ec_nro) :
+			cJSON_CreateArray());
 	}
 
 	if ((out = cJSON_Print(root)) == NULL)

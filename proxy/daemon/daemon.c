@@ -777,7 +777,7 @@ write_ready(int fd)
 	char buf[32];
 	int n;
 
-	fprintf(stderr, "sluice: ready\n");
+	log_info("ready");
 	(void)fflush(stderr);
 	if (fd != -1) {
 		n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());

@@ -26,17 +26,13 @@ struct exec_run {
 	size_t xr_nsecrets;
 	const char *const *xr_hide; /* more paths to hide (a key file) */
 	size_t xr_nhide;
+	const char *xr_rundir;        /* the token's and CA's directory */
 	const char *xr_bundle;        /* write the CA bundle here, or NULL */
 	const char *xr_bundle_system; /* the system CAs it starts with */
 	const struct dnsstub_host *xr_dns; /* the stub's names */
 	size_t xr_ndns;
 	uid_t xr_uid; /* as root: run the command as; (uid_t)-1: stay */
 	gid_t xr_gid;
-	int xr_landlock;
-	const char *const *xr_landlock_rw;
-	size_t xr_nlandlock_rw;
-	const char *const *xr_landlock_ro;
-	size_t xr_nlandlock_ro;
 	/* Filled by serve(). */
 	int xr_status;           /* the command's exit code; -1: none */
 	uint64_t xr_dns_refused; /* queries not answered with an address */

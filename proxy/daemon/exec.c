@@ -38,9 +38,10 @@ extern char **environ;
 #define EX_LISTEN_MAX    (FDPASS_MAX_FDS - 2) /* policy listeners */
 #define EX_SECRETS_MAX   64
 #define EX_HIDE_MAX      64
-#define EX_AGG_MAX       64 /* distinct (name, qtype, decision) per window */
-#define EX_LINES_PER_SEC 16 /* dns.query lines per window, at most */
-#define EX_TCP_MAX       16 /* DNS-over-TCP connections at once */
+#define EX_RO_MAX        1025 /* exec.landlock.ro (1024) and the run dir */
+#define EX_AGG_MAX       64   /* distinct (name, qtype, decision) per window */
+#define EX_LINES_PER_SEC 16   /* dns.query lines per window, at most */
+#define EX_TCP_MAX       16   /* DNS-over-TCP connections at once */
 #define EX_TCP_IDLE_S    10
 
 /* One aggregated query tuple of the current window. */
@@ -187,7 +188,7 @@ exec_plant(struct exec_run *xr, const struct config *cf, int **fdsp, char *why,
 {
 	static struct sandbox_listen sl[FDPASS_MAX_FDS];
 	static int fds[FDPASS_MAX_FDS];
-	const char *hide[EX_HIDE_MAX];
+	const char *hide[EX_HIDE_MAX], *ro[EX_RO_MAX];
 	char *secrets[EX_SECRETS_MAX];
 	struct sandbox_env_spec es;
 	struct sandbox_spec sp;
@@ -250,11 +251,19 @@ exec_plant(struct exec_run *xr, const struct config *cf, int **fdsp, char *why,
 	sp.sp_resolv = "nameserver 127.0.0.53\noptions edns0 trust-ad\n";
 	sp.sp_uid = xr->xr_uid;
 	sp.sp_gid = xr->xr_gid;
-	sp.sp_landlock = xr->xr_landlock;
-	sp.sp_landlock_rw = xr->xr_landlock_rw;
-	sp.sp_nlandlock_rw = xr->xr_nlandlock_rw;
-	sp.sp_landlock_ro = xr->xr_landlock_ro;
-	sp.sp_nlandlock_ro = xr->xr_nlandlock_ro;
+	/*
+	 * The policy's exec.landlock (refused where the kernel lacks it),
+	 * and the run directory the command's token and CA are in.
+	 */
+	sp.sp_landlock = cf->cf_exec.ec_landlock;
+	sp.sp_landlock_rw = (const char *const *)cf->cf_exec.ec_rw;
+	sp.sp_nlandlock_rw = cf->cf_exec.ec_nrw;
+	for (i = 0; i < cf->cf_exec.ec_nro && i + 1 < SL_NELEM(ro); i++)
+		ro[i] = cf->cf_exec.ec_ro[i];
+	if (xr->xr_rundir != NULL)
+		ro[i++] = xr->xr_rundir;
+	sp.sp_landlock_ro = ro;
+	sp.sp_nlandlock_ro = i;
 	sp.sp_seccomp = SANDBOX_SECCOMP_NETLINK_ROUTE;
 	if (sandbox_start(&sp, &ex.sb, fds, why, whylen) == -1)
 		return -1;
@@ -275,11 +284,32 @@ exec_abort(void)
 	}
 }
 
+/* A query type as the audit shows it: its mnemonic, else TYPEn. */
+static const char *
+qtype_name(uint16_t t, char *buf, size_t len)
+{
+	static const struct {
+		uint16_t t;
+		const char *name;
+	} names[] = { { 1, "A" }, { 2, "NS" }, { 5, "CNAME" }, { 6, "SOA" },
+		{ 12, "PTR" }, { 15, "MX" }, { 16, "TXT" }, { 28, "AAAA" },
+		{ 33, "SRV" }, { 64, "SVCB" }, { 65, "HTTPS" },
+		{ 255, "ANY" } };
+	size_t i;
+
+	for (i = 0; i < SL_NELEM(names); i++)
+		if (names[i].t == t)
+			return names[i].name;
+	snprintf(buf, len, "TYPE%u", (unsigned)t);
+	return buf;
+}
+
 /* dns.query lines: the window's tuples, at most EX_LINES_PER_SEC. */
 static void
 ex_agg_flush(void)
 {
 	struct audit *a = ex.env != NULL ? ex.env->pe_audit : NULL;
+	char tbuf[16];
 	size_t i;
 
 	for (i = 0; i < ex.nagg; i++) {
@@ -291,7 +321,8 @@ ex_agg_flush(void)
 		}
 		audit_begin(a, "dns.query");
 		audit_add_cstr(a, "name", ag->ag_name);
-		audit_add_uint(a, "qtype", ag->ag_qtype);
+		audit_add_cstr(a, "qtype",
+		    qtype_name(ag->ag_qtype, tbuf, sizeof(tbuf)));
 		audit_add_cstr(a, "decision",
 		    dnsstub_decision_str(ag->ag_decision));
 		audit_add_uint(a, "count", ag->ag_count);

@@ -113,6 +113,8 @@ netguard_ruleset(const struct config *cf, char *why, size_t whylen)
 	struct np_upstream *ups = NULL;
 	struct np_inbound *inb = NULL;
 	struct np_ruleset *rs = NULL;
+	uint16_t *rports = NULL;
+	size_t nrports = 0;
 	struct np_input in;
 	size_t i, j, k, nls = 0, ninb = 0;
 
@@ -181,8 +183,48 @@ netguard_ruleset(const struct config *cf, char *why, size_t whylen)
 			}
 	in.ni_inbound = inb;
 	in.ni_ninbound = ninb;
+	/* A transparent listener: the intercepted ports go to it. */
+	for (i = 0; i < cf->cf_nlisteners; i++) {
+		const struct listener_conf *lc = &cf->cf_listeners[i];
+
+		if (lc->lc_type != LISTENER_TRANSPARENT)
+			continue;
+		if (lc->lc_addr.ss_family == AF_INET) {
+			in.ni_redirect_v4 = 1;
+			in.ni_redirect_to =
+			    ntohs(((const struct sockaddr_in *)&lc->lc_addr)
+				      ->sin_port);
+		} else {
+			in.ni_redirect_v6 = 1;
+			in.ni_redirect_to =
+			    ntohs(((const struct sockaddr_in6 *)&lc->lc_addr)
+				      ->sin6_port);
+		}
+	}
+	if (in.ni_redirect_to != 0) {
+		if ((rports = calloc(cf->cf_nroutes * 16 + 1,
+			 sizeof(*rports))) == NULL) {
+			snprintf(why, whylen, "netpolicy: out of memory");
+			goto out;
+		}
+		for (i = 0; i < cf->cf_nroutes; i++) {
+			const struct route *rt = &cf->cf_routes[i];
+
+			for (j = 0; rt->rt_intercept && j < rt->rt_nports;
+			     j++) {
+				for (k = 0; k < nrports; k++)
+					if (rports[k] == rt->rt_ports[j])
+						break;
+				if (k == nrports)
+					rports[nrports++] = rt->rt_ports[j];
+			}
+		}
+		in.ni_redirect_ports = rports;
+		in.ni_nredirect_ports = nrports;
+	}
 	rs = np_ruleset_build(&in, why, whylen);
 out:
+	free(rports);
 	free(inb);
 	free(ups);
 	free(ls);

@@ -227,4 +227,28 @@ int path_check(const char *path, size_t len, size_t *bad_off);
 int
 path_has_prefix(const char *path, size_t len, const char *prefix, size_t plen);
 
+/*
+ * tlshello.c: the server_name a client's first bytes ask for, read before
+ * sluice answers them (a transparent listener decides on it). buf holds
+ * what the client sent so far: TLS handshake records carrying one
+ * ClientHello (fragments are reassembled, at most TLS_HELLO_MAX bytes of
+ * it). On TLS_HELLO_OK the host_name is in out, lower case and
+ * NUL-terminated (cap: at least 254). Every other result sets *why (static
+ * text): TLS_HELLO_MORE, the bytes end before the ClientHello does;
+ * TLS_HELLO_NOT_TLS, the first byte is not a handshake record;
+ * TLS_HELLO_NO_SNI, a well-formed ClientHello without a host_name;
+ * TLS_HELLO_BAD, anything malformed (lengths that disagree, an extension
+ * twice, two host names, a name that is not an LDH host name).
+ */
+#define TLS_HELLO_MAX 16384
+enum tls_hello {
+	TLS_HELLO_OK = 0,
+	TLS_HELLO_MORE,
+	TLS_HELLO_NOT_TLS,
+	TLS_HELLO_NO_SNI,
+	TLS_HELLO_BAD
+};
+enum tls_hello tls_hello_sni(const unsigned char *buf, size_t len, char *out,
+    size_t cap, const char **why);
+
 #endif

@@ -251,10 +251,11 @@ metrics_exchange(const char *route, int tunnel, int allow, enum reason r,
 	metrics_init_once();
 	rc = &m.m_rc[metrics_slot(route)];
 	metrics_count(tunnel ? rc->rc_tunnels : rc->rc_requests, allow, r);
-	if (allow)
-		m.m_allowed++;
-	else
+	/* An intercepted tunnel's requests are counted one by one. */
+	if (!allow)
 		m.m_denied++;
+	else if (tunnel != 2)
+		m.m_allowed++;
 	rc->rc_bytes_in += bytes_in;
 	rc->rc_bytes_out += bytes_out;
 	metrics_observe(tunnel ? &m.m_tun_dur : &m.m_req_dur, seconds);
@@ -272,6 +273,13 @@ metrics_tunnel(const char *route, int allow, enum reason r, uint64_t bytes_in,
     uint64_t bytes_out, double seconds)
 {
 	metrics_exchange(route, 1, allow, r, bytes_in, bytes_out, seconds);
+}
+
+void
+metrics_tunnel_intercepted(const char *route, int allow, enum reason r,
+    uint64_t bytes_in, uint64_t bytes_out, double seconds)
+{
+	metrics_exchange(route, 2, allow, r, bytes_in, bytes_out, seconds);
 }
 
 void

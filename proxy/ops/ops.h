@@ -134,6 +134,9 @@ void metrics_request(const char *route, int allow, enum reason,
     uint64_t bytes_in, uint64_t bytes_out, double seconds);
 void metrics_tunnel(const char *route, int allow, enum reason,
     uint64_t bytes_in, uint64_t bytes_out, double seconds);
+/* The same for an intercepted tunnel (its inner requests count for it). */
+void metrics_tunnel_intercepted(const char *route, int allow, enum reason r,
+    uint64_t bytes_in, uint64_t bytes_out, double seconds);
 void metrics_upstream_connect(double seconds);
 /* From a request head sent upstream to the response head, per route. */
 void metrics_upstream_response(const char *route, double seconds);
@@ -151,7 +154,11 @@ void metrics_kernel_rule_drops(uint64_t packets, uint64_t bytes);
 void metrics_reload(int ok);
 /* A response field that held an injected secret was dropped. */
 void metrics_secret_header(void);
-/* Requests and tunnels allowed and denied so far (sluice exec's summary). */
+/*
+ * Allowed and denied so far (sluice exec's summary): requests, including
+ * those inside intercepted tunnels, and opaque tunnels; a refused tunnel
+ * is one denial.
+ */
 void metrics_totals(uint64_t *allowed, uint64_t *denied);
 /* Upstream failures by kind (sluice_upstream_errors_total). */
 enum metrics_uperr {

@@ -626,6 +626,7 @@ conn_accept(struct proxy_env *env, int fd, size_t listener_idx,
 {
 	struct event_base *base = env->pe_base;
 	const struct limits *l = &env->pe_cf->cf_limits;
+	const struct listener_conf *lc;
 	struct conn *c;
 	struct timeval idle, head;
 	int one = 1;
@@ -674,6 +675,13 @@ conn_accept(struct proxy_env *env, int fd, size_t listener_idx,
 	TAILQ_INSERT_TAIL(&relay_conns, c, cn_entry);
 	nconns++;
 	metrics_conn_active(1);
+	/* Intercept and transparent listeners: a tunnel from the start. */
+	lc = conn_listener(c, env->pe_cf);
+	if (lc != NULL &&
+	    (lc->lc_type == LISTENER_INTERCEPT ||
+		lc->lc_type == LISTENER_TRANSPARENT) &&
+	    conn_listen_intercept(c) == -1)
+		conn_close(c, REASON_INTERNAL_ERROR);
 	return 0;
 }
 

@@ -140,6 +140,15 @@ struct icpt {
 	char *it_hostport; /* "host:port" for the audit line */
 	struct timeval it_start;
 	uint64_t it_requests, it_bytes_in, it_bytes_out;
+	/* An intercept or transparent listener's tunnel: no CONNECT. */
+	int it_listener;
+	int it_wait;    /* transparent: 1 the ClientHello, 2 the addresses */
+	int it_refused; /* closed before it was served: "deny" */
+	char *it_dest;  /* transparent: the original destination */
+	struct sockaddr_storage it_orig;
+	struct upconn *it_probe;  /* transparent: a resolution in flight */
+	struct upstreams *it_ups; /* ... and what it belongs to */
+	struct config *it_cf;
 };
 
 /*
@@ -237,6 +246,17 @@ void conn_start_intercept(struct conn *, const struct http1_msg *,
 void conn_icpt_sniff(struct conn *);
 void conn_icpt_log(struct conn *, enum reason r);
 void conn_icpt_free(struct conn *);
+/*
+ * transparent.c: connections to intercept and transparent listeners,
+ * intercepted tunnels from the first byte. conn_listen_intercept() runs at
+ * accept: an intercept listener's tunnel is set up at once, a transparent
+ * one's waits for its ClientHello, which conn_tp_step() reads (without
+ * consuming it) until it can decide. -1: out of memory (close it).
+ */
+int conn_listen_intercept(struct conn *);
+void conn_tp_step(struct conn *);
+/* The refusal of a tunnel that was never served: r, detail, closed. */
+void conn_icpt_refuse(struct conn *, enum reason r, const char *detail);
 /*
  * conn.c: the client bufferevent's callbacks again (after it changed),
  * with ev as its event callback (NULL: the usual one).

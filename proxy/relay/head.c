@@ -228,7 +228,8 @@ conn_check_target(struct conn *c, const struct http1_msg *m, struct uri *u)
 		goto connection;
 	}
 	conn_head_names(rq, m, u);
-	if (lc == NULL ||
+	if (lc == NULL || lc->lc_type == LISTENER_INTERCEPT ||
+	    lc->lc_type == LISTENER_TRANSPARENT ||
 	    (lc->lc_type == LISTENER_FORWARD && u->form == URI_ORIGIN) ||
 	    (lc->lc_type == LISTENER_REVERSE && u->form != URI_ORIGIN) ||
 	    u->form == URI_ASTERISK) {

@@ -41,6 +41,10 @@ conn_icpt_free(struct conn *c)
 	if (it == NULL)
 		return;
 	c->cn_icpt = NULL;
+	upconn_cancel(it->it_probe);
+	upstreams_unref(it->it_ups);
+	config_unref(it->it_cf);
+	free(it->it_dest);
 	if (it->it_token != NULL) {
 		explicit_bzero(it->it_token, it->it_toklen);
 		free(it->it_token);
@@ -59,32 +63,48 @@ conn_icpt_log(struct conn *c, enum reason r)
 	char client[64];
 	double secs;
 
-	if (it == NULL || it->it_logged)
+	if (it == NULL)
+		return;
+	/* A resolution in flight must not call back into a closed conn. */
+	upconn_cancel(it->it_probe);
+	it->it_probe = NULL;
+	if (it->it_logged)
 		return;
 	it->it_logged = 1;
+	/* A transparent tunnel still deciding was never served. */
+	if (it->it_wait != 0)
+		it->it_refused = 1;
 	secs = elapsed_s(c, &it->it_start);
-	metrics_tunnel(it->it_route, 1, r, it->it_bytes_in, it->it_bytes_out,
-	    secs);
+	metrics_tunnel_intercepted(it->it_route[0] != '\0' ? it->it_route :
+							     NULL,
+	    !it->it_refused, r, it->it_bytes_in, it->it_bytes_out, secs);
 	if (a == NULL)
 		return;
 	lc = conn_listener(c, c->cn_env->pe_cf);
 	peer_str(c, client, sizeof(client));
 	audit_begin(a, "connect.tunnel");
 	audit_add_cstr(a, "id", it->it_id);
-	audit_add_cstr(a, "decision", "allow");
+	audit_add_cstr(a, "decision", it->it_refused ? "deny" : "allow");
 	audit_add_cstr(a, "reason", reason_name(r));
 	if (it->it_detail != NULL)
 		audit_add_cstr(a, "detail", it->it_detail);
 	audit_add_cstr(a, "listener", lc != NULL ? lc->lc_name : "");
 	audit_add_cstr(a, "client", client);
-	audit_add_cstr(a, "route", it->it_route);
+	if (it->it_route[0] != '\0')
+		audit_add_cstr(a, "route", it->it_route);
 	if (it->it_sub[0] != '\0')
 		audit_add_cstr(a, "sub", it->it_sub);
 	if (it->it_jti[0] != '\0')
 		audit_add_cstr(a, "jti", it->it_jti);
-	audit_add_cstr(a, "method", "CONNECT");
-	audit_add_cstr(a, "host", it->it_hostport);
-	audit_add_int(a, "status", 200);
+	/* A listener's tunnel had no CONNECT, and no status to show. */
+	if (!it->it_listener)
+		audit_add_cstr(a, "method", "CONNECT");
+	if (it->it_hostport != NULL)
+		audit_add_cstr(a, "host", it->it_hostport);
+	if (it->it_dest != NULL)
+		audit_add_cstr(a, "destination", it->it_dest);
+	if (!it->it_listener)
+		audit_add_int(a, "status", 200);
 	audit_add_cstr(a, "intercept",
 	    it->it_ready ? (it->it_tls ? "tls" : "plain") : "handshake");
 	audit_add_uint(a, "requests", it->it_requests);
@@ -201,6 +221,11 @@ conn_icpt_sniff(struct conn *c)
 	struct evbuffer *in = bufferevent_get_input(c->cn_bev);
 	unsigned char first;
 
+	/* A transparent tunnel decides on its ClientHello first. */
+	if (c->cn_icpt->it_wait != 0) {
+		conn_tp_step(c);
+		return;
+	}
 	if (evbuffer_copyout(in, &first, 1) != 1)
 		return;
 	if (first == TLS_HANDSHAKE_RECORD) {

@@ -78,11 +78,19 @@ void upstreams_unref(struct upstreams *);
  * with *out pending (cb is called later; cancel with upconn_cancel), or -1.
  * The caller owns *out until it releases it.
  */
-#define UPSTREAM_TUNNEL 0x1
-#define UPSTREAM_FRESH  0x2
+#define UPSTREAM_TUNNEL  0x1
+#define UPSTREAM_FRESH   0x2
+#define UPSTREAM_RESOLVE 0x4 /* no connection: cb(NULL, OK) once resolved */
 int upstream_get(struct upstreams *, const struct route *rt, int flags,
     upconn_cb *cb, void *arg, struct upconn **out);
 void upconn_cancel(struct upconn *);
+/*
+ * Whether sa's address (the port aside) is one of rt's upstream's
+ * resolved, allowed addresses: 1 or 0; -1 when there is no fresh
+ * resolution (upstream_get() with UPSTREAM_RESOLVE makes one).
+ */
+int upstream_has_addr(struct upstreams *, const struct route *rt,
+    const struct sockaddr *sa);
 /* Give a connection back: to the pool if reusable and clean, else close. */
 void upconn_release(struct upconn *, int reusable);
 struct bufferevent *upconn_bev(const struct upconn *);

@@ -169,9 +169,11 @@ deny_message_token(struct conn *c, enum reason r, int reverse,
 
 			snprintf(msg, len,
 			    "no run token: send it as Authorization: Bearer "
-			    "<token>%s%s, or as the CONNECT's "
-			    "Proxy-Authorization",
-			    th != NULL ? " or in " : "", th != NULL ? th : "");
+			    "<token>%s%s%s",
+			    th != NULL ? " or in " : "", th != NULL ? th : "",
+			    c->cn_icpt->it_listener ?
+				"" :
+				", or as the CONNECT's Proxy-Authorization");
 		} else
 			snprintf(msg, len,
 			    "no run token: send it as %sAuthorization: Bearer "
@@ -383,7 +385,8 @@ conn_deny(struct conn *c, enum reason r, int keep)
 	char msg[DENY_MSG_MAX];
 
 	lc = conn_listener(c, cf);
-	reverse = lc != NULL && lc->lc_type == LISTENER_REVERSE;
+	/* Only a forward listener's clients know they talk to a proxy. */
+	reverse = lc != NULL && lc->lc_type != LISTENER_FORWARD;
 	/*
 	 * A client refused too often in one second is told to slow down, and
 	 * shown the door: refusals must not be free. An upstream's failure is
@@ -459,7 +462,7 @@ conn_refuse(struct proxy_env *env, int fd, size_t listener_idx,
 	if (b != NULL) {
 		/* Best effort: a fresh socket's send buffer takes it whole. */
 		if (deny_write(b, r,
-			lc != NULL && lc->lc_type == LISTENER_REVERSE, 1, msg,
+			lc != NULL && lc->lc_type != LISTENER_FORWARD, 1, msg,
 			id) == 0)
 			(void)evbuffer_write(b, fd);
 		evbuffer_free(b);

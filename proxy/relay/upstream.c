@@ -60,6 +60,7 @@ struct upconn {
 	struct upstream *uc_up;
 	enum upconn_state uc_state;
 	int uc_tunnel; /* raw TCP for CONNECT */
+	int uc_probe;  /* UPSTREAM_RESOLVE: no connection, only addresses */
 	struct bufferevent *uc_bev;
 	SSL *uc_ssl; /* owned by uc_bev */
 	struct sockaddr_storage uc_addr;
@@ -572,6 +573,11 @@ upconn_start_connect(struct upconn *uc)
 		upconn_fail(uc, REASON_UPSTREAM_UNREACHABLE);
 		return;
 	}
+	/* Only the addresses were asked for: they are fresh now. */
+	if (uc->uc_probe) {
+		upconn_fail(uc, REASON_OK);
+		return;
+	}
 	uc->uc_state = UPCONN_S_CONNECTING;
 	uc->uc_addr = up->up_addrs[uc->uc_try];
 	len = uc->uc_addr.ss_family == AF_INET ? sizeof(struct sockaddr_in) :
@@ -675,7 +681,7 @@ upstream_get(struct upstreams *us, const struct route *rt, int flags,
 		up = us->us_up[i];
 	if (up == NULL)
 		return -1;
-	while (!tunnel && !(flags & UPSTREAM_FRESH) &&
+	while (!tunnel && !(flags & (UPSTREAM_FRESH | UPSTREAM_RESOLVE)) &&
 	    (uc = TAILQ_FIRST(&up->up_idle)) != NULL) {
 		TAILQ_REMOVE(&up->up_idle, uc, uc_entry);
 		up->up_nidle--;
@@ -696,6 +702,7 @@ upstream_get(struct upstreams *us, const struct route *rt, int flags,
 		return -1;
 	uc->uc_up = up;
 	uc->uc_tunnel = tunnel;
+	uc->uc_probe = (flags & UPSTREAM_RESOLVE) != 0;
 	uc->uc_cb = cb;
 	uc->uc_arg = arg;
 	event_base_gettimeofday_cached(up_base, &uc->uc_start);
@@ -728,6 +735,54 @@ upstream_kick_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	if (!TAILQ_EMPTY(&up->up_waiters))
 		upstream_resolve(up);
+}
+
+/* Same family and address, the port aside (IPv4-mapped as IPv4). */
+static int
+same_addr(const struct sockaddr_storage *a, const struct sockaddr *b)
+{
+	const unsigned char *x, *y;
+	size_t xl, yl;
+
+	x = a->ss_family == AF_INET ?
+	    (const unsigned char *)&((const struct sockaddr_in *)a)->sin_addr :
+	    (const unsigned char *)&((const struct sockaddr_in6 *)a)->sin6_addr;
+	xl = a->ss_family == AF_INET ? 4 : 16;
+	y = b->sa_family == AF_INET ?
+	    (const unsigned char *)&((const struct sockaddr_in *)b)->sin_addr :
+	    (const unsigned char *)&((const struct sockaddr_in6 *)b)->sin6_addr;
+	yl = b->sa_family == AF_INET ? 4 : 16;
+	if (xl == 16 && IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)x)) {
+		x += 12;
+		xl = 4;
+	}
+	if (yl == 16 && IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)y)) {
+		y += 12;
+		yl = 4;
+	}
+	return xl == yl && memcmp(x, y, xl) == 0;
+}
+
+int
+upstream_has_addr(struct upstreams *us, const struct route *rt,
+    const struct sockaddr *sa)
+{
+	struct upstream *up = NULL;
+	size_t i;
+
+	if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)
+		return 0;
+	if (us != NULL && rt >= us->us_cf->cf_routes &&
+	    (i = (size_t)(rt - us->us_cf->cf_routes)) < us->us_n)
+		up = us->us_up[i];
+	if (up == NULL)
+		return 0;
+	if (up->up_naddrs == 0 || time(NULL) >= up->up_expires)
+		return -1;
+	for (i = 0; i < up->up_naddrs; i++)
+		if (same_addr(&up->up_addrs[i], sa))
+			return 1;
+	return 0;
 }
 
 void

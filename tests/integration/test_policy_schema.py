@@ -71,7 +71,13 @@ class TestPolicySchema(unittest.TestCase):
                 {"type": "forward", "listen": "127.0.0.1:808",
                  "name": "fwd"},
                 {"type": "reverse", "listen": "[::1]:80", "name": "rev",
-                 "route": "model"}],
+                 "route": "model"},
+                {"type": "intercept", "listen": "127.0.0.1:443",
+                 "name": "ic", "host": "model.test"},
+                {"type": "intercept", "listen": "127.0.0.1:81",
+                 "name": "ic80", "host": "api.example.com", "port": 80},
+                {"type": "transparent", "listen": "127.0.0.1:843",
+                 "name": "tp"}],
             "tokens": {"issuer": "cp", "leeway_s": 10, "max_ttl_s": 900,
                        "keys": [{"alg": "HS256", "kid": "k1",
                                  "secret_file": self.secret,
@@ -210,6 +216,13 @@ class TestPolicySchema(unittest.TestCase):
                 type="socks"),
             "reverse without route": lambda d: d["listeners"].append(
                 {"type": "reverse", "listen": "127.0.0.1:80"}),
+            "intercept without host": lambda d: d["listeners"].append(
+                {"type": "intercept", "listen": "127.0.0.1:443"}),
+            "host on a forward listener": lambda d: d["listeners"][0]
+            .update(host="api.example.com"),
+            "port on a transparent listener": lambda d: d["listeners"]
+            .append({"type": "transparent", "listen": "127.0.0.1:843",
+                     "port": 443}),
             "leeway out of range": lambda d: d["tokens"].update(
                 leeway_s=601),
             "no keys": lambda d: d["tokens"].update(keys=[]),

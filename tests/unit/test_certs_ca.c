@@ -4,6 +4,7 @@
  * the files (modes, no overwrite), loading under the secret-file rules
  * and the CA checks, the key helpers, and `certs show`'s text.
  */
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include <fcntl.h>
@@ -809,10 +810,83 @@ test_show(void **state)
 	certs_ca_free(ca);
 }
 
+/* A memory file holding text, with mode; its descriptor. */
+static int
+memfile(const char *text, mode_t mode)
+{
+	int fd = memfd_create("test-secret", MFD_CLOEXEC);
+
+	assert_true(fd >= 0);
+	assert_int_equal(fchmod(fd, mode), 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	return fd;
+}
+
+/*
+ * certs_trust_memfd: /proc/self/fd/N is a link, refused like any other,
+ * until the memory file behind it was named; then exactly that file (and
+ * still under the mode rule) is read through it, and nothing else.
+ */
+static void
+test_trusted_memfd(void **state)
+{
+	char path[64], other_path[64], link_path[300];
+	unsigned char *out = NULL;
+	size_t len = 0;
+	int fd, other, open_fd;
+	struct dir *d = *state;
+
+	fd = memfile("s3cret\n", 0600);
+	other = memfile("other\n", 0600);
+	open_fd = memfile("open\n", 0644);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	snprintf(other_path, sizeof(other_path), "/proc/self/fd/%d", other);
+
+	assert_int_equal(certs_read_secret(path, CERTS_ANY_OWNER, &out, &len,
+			     why, sizeof(why)),
+	    -1);
+	assert_non_null(strstr(why, "symbolic link"));
+
+	assert_int_equal(certs_trust_memfd(fd), 0);
+	assert_int_equal(certs_trust_memfd(open_fd), 0);
+	assert_int_equal(certs_read_secret(path, CERTS_ANY_OWNER, &out, &len,
+			     why, sizeof(why)),
+	    0);
+	assert_int_equal(len, 6);
+	assert_memory_equal(out, "s3cret", 6);
+	certs_secret_free(out, len + 1);
+	out = NULL;
+
+	/* Another memory file, not named: still a refused link. */
+	assert_int_equal(certs_read_secret(other_path, CERTS_ANY_OWNER, &out,
+			     &len, why, sizeof(why)),
+	    -1);
+	assert_non_null(strstr(why, "symbolic link"));
+	/* A named one readable by others: the mode rule still holds. */
+	snprintf(other_path, sizeof(other_path), "/proc/self/fd/%d", open_fd);
+	assert_int_equal(certs_read_secret(other_path, CERTS_ANY_OWNER, &out,
+			     &len, why, sizeof(why)),
+	    -1);
+	assert_non_null(strstr(why, "group/other"));
+	/* A link elsewhere to the trusted file's name: refused. */
+	snprintf(link_path, sizeof(link_path), "%s/link", d->path);
+	assert_int_equal(symlink(path, link_path), 0);
+	assert_int_equal(certs_read_secret(link_path, CERTS_ANY_OWNER, &out,
+			     &len, why, sizeof(why)),
+	    -1);
+	assert_non_null(strstr(why, "symbolic link"));
+	unlink(link_path);
+	close(fd);
+	close(other);
+	close(open_fd);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_trusted_memfd, setup,
+		    teardown),
 		cmocka_unit_test(test_generate_fields),
 		cmocka_unit_test(test_generate_params),
 		cmocka_unit_test(test_host_check),

@@ -315,6 +315,19 @@ group_teardown(void **state)
 #define UPSTREAM(fields) ROUTE("'upstream':{" fields "}")
 #define PLAIN            "'url':'http://198.18.0.2/','allow_plaintext':true"
 #define KEYS(keys)       POL(L_FWD, "'tokens':{'keys':[" keys "]}", R_A, NPOFF)
+/* An intercepting route (hosts: an alias; ports 443 and 80), its CA. */
+#define R_ICPT                                                                 \
+	"{'audience':'m','hosts':['alias.example.com'],"                       \
+	"'connect':{'intercept':true,'ports':[443,80]},"                       \
+	"'upstream':{'url':'https://api.example.com/'}}"
+#define ICPT "'intercept':{'ca':'ephemeral'}"
+#define SIDE "'user':'nobody','netpolicy':{'resolvers':['198.18.0.53']}," ICPT
+#define L_IC(extra)                                                            \
+	L_FWD                                                                  \
+	    ",{'name':'ic','type':'intercept','listen':'127.77.0.1:443'" extra \
+	    "}"
+#define L_TP(listen)                                                           \
+	L_FWD ",{'name':'tp','type':'transparent','listen':'" listen "'}"
 #define HDR(name, file)                                                        \
 	UPSTREAM(PLAIN ",'headers':[{'name':'" name "','value_file':'@D/" file \
 		       "'}]")
@@ -474,6 +487,48 @@ test_no_user_keeps_identity(void **state)
 	config_unref(cf);
 }
 
+/* Intercept and transparent listeners: host, port, route, as printed. */
+static void
+test_intercept_listeners(void **state)
+{
+	struct config *cf;
+	const struct listener_conf *lc;
+	char *out = NULL;
+	size_t outlen = 0;
+	FILE *f;
+
+	(void)state;
+	cf = load_ok(POL(
+	    L_IC(
+		",'host':'Alias.Example.com'") ","
+					       "{'name':'ic80','type':'intercept','listen':"
+					       "'127.77.0.1:80','host':'api.example.com','port':80},"
+					       "{'type':'transparent','listen':'127.0.0.1:15001'},"
+					       "{'type':'transparent','listen':'[::1]:15001'}",
+	    TOK, R_A "," R_ICPT, SIDE));
+	assert_int_equal(cf->cf_nlisteners, 5);
+	lc = &cf->cf_listeners[1];
+	assert_int_equal(lc->lc_type, LISTENER_INTERCEPT);
+	assert_string_equal(lc->lc_host, "alias.example.com");
+	assert_int_equal(lc->lc_port, 443);
+	assert_int_equal(lc->lc_route_idx, 1);
+	lc = &cf->cf_listeners[2];
+	assert_int_equal(lc->lc_type, LISTENER_INTERCEPT);
+	assert_string_equal(lc->lc_host, "api.example.com");
+	assert_int_equal(lc->lc_port, 80);
+	assert_int_equal(cf->cf_listeners[3].lc_type, LISTENER_TRANSPARENT);
+	assert_int_equal(cf->cf_listeners[4].lc_type, LISTENER_TRANSPARENT);
+	f = open_memstream(&out, &outlen);
+	assert_non_null(f);
+	config_print(cf, f);
+	fclose(f);
+	assert_non_null(strstr(out, "\"type\":\t\"intercept\""));
+	assert_non_null(strstr(out, "\"host\":\t\"alias.example.com\""));
+	assert_non_null(strstr(out, "\"type\":\t\"transparent\""));
+	free(out);
+	config_unref(cf);
+}
+
 /* Explicit values are taken as written (and upstream URLs are parsed). */
 static void
 test_explicit_values(void **state)
@@ -605,9 +660,9 @@ static const struct err_row err_rows[] = {
 	{ "unknown top-level key", BASE(",'bogus':1"), "",
 	    "unknown key 'bogus'" },
 	{ "unknown key in listeners[0]",
-	    POL("{'type':'forward','listen':'127.0.0.1:3128','port':1}", TOK,
+	    POL("{'type':'forward','listen':'127.0.0.1:3128','prot':1}", TOK,
 		R_A, NPOFF),
-	    "listeners[0]: ", "unknown key 'port'" },
+	    "listeners[0]: ", "unknown key 'prot'" },
 	{ "unknown key in tokens",
 	    POL(L_FWD, "'tokens':{'keys':[" K_HS "],'leeway':5}", R_A, NPOFF),
 	    "tokens: ", "unknown key 'leeway'" },
@@ -860,6 +915,73 @@ static const struct err_row err_rows[] = {
 		"'user':'nobody','netpolicy':{'inbound':[{'ports':[0],"
 		"'from':['0.0.0.0/0']}]}"),
 	    "netpolicy.inbound[0].ports[0]: ", "not a port" },
+
+	/* Listeners that are intercepted tunnels (intercept, transparent). */
+	{ "intercept listener without host",
+	    POL(L_IC(""), TOK, R_A "," R_ICPT, NPOFF "," ICPT),
+	    "listeners[1]: ", "an intercept listener needs \"host\"" },
+	{ "intercept listener, host of no route",
+	    POL(L_IC(",'host':'other.example.com'"), TOK, R_A "," R_ICPT,
+		NPOFF "," ICPT),
+	    "listeners[1]: ", "host: \"other.example.com\" is no route" },
+	{ "intercept listener, host of a route that does not intercept",
+	    POL(L_IC(",'host':'198.18.0.2'"), TOK, R_A "," R_ICPT,
+		NPOFF "," ICPT),
+	    "listeners[1]: ",
+	    "host: \"198.18.0.2\" belongs to routes[0], "
+	    "which does not intercept" },
+	{ "intercept listener, port not in connect.ports",
+	    POL(L_IC(",'host':'api.example.com','port':8443"), TOK,
+		R_A "," R_ICPT, NPOFF "," ICPT),
+	    "listeners[1]: ", "port: 8443 is not in routes[1].connect.ports" },
+	{ "intercept listener, listen port not in connect.ports",
+	    POL(L_FWD ",{'type':'intercept','listen':'127.77.0.1:8443',"
+		      "'host':'api.example.com'}",
+		TOK, R_A "," R_ICPT, NPOFF "," ICPT),
+	    "listeners[1]: ", "port: 8443 is not in routes[1].connect.ports" },
+	{ "intercept listener, bad port",
+	    POL(L_IC(",'host':'api.example.com','port':0"), TOK, R_A "," R_ICPT,
+		NPOFF "," ICPT),
+	    "listeners[1].port: ", "" },
+	{ "intercept listener with a route",
+	    POL(L_IC(",'host':'api.example.com','route':'m'"), TOK,
+		R_A "," R_ICPT, NPOFF "," ICPT),
+	    "listeners[1]: ", "route: only reverse listeners" },
+	{ "host on a forward listener",
+	    POL("{'type':'forward','listen':'127.0.0.1:3128',"
+		"'host':'api.example.com'}",
+		TOK, R_A "," R_ICPT, NPOFF "," ICPT),
+	    "listeners[0]: ", "host: only intercept listeners" },
+	{ "port on a transparent listener",
+	    POL(L_FWD ",{'type':'transparent','listen':'127.0.0.1:15001',"
+		      "'port':443}",
+		TOK, R_A "," R_ICPT, SIDE),
+	    "listeners[1]: ", "port: only intercept listeners" },
+	{ "transparent listener without sidecar mode",
+	    POL(L_TP("127.0.0.1:15001"), TOK, R_A "," R_ICPT, NPOFF "," ICPT),
+	    "listeners[1]: ",
+	    "type: a transparent listener needs "
+	    "netpolicy.mode \"sidecar\"" },
+	{ "transparent listener off loopback",
+	    POL(L_TP("198.18.0.1:15001"), TOK, R_A "," R_ICPT, SIDE),
+	    "listeners[1]: ", "listen: a transparent listener takes" },
+	{ "transparent listener without an intercepting route",
+	    POL(L_TP("127.0.0.1:15001"), TOK, R_A,
+		"'user':'nobody','netpolicy':{}," ICPT),
+	    "listeners[1]: ", "needs a route with connect.intercept" },
+	{ "two transparent listeners of one family",
+	    POL(L_TP("127.0.0.1:15001") ",{'type':'transparent','listen':"
+					"'0.0.0.0:15002'}",
+		TOK, R_A "," R_ICPT, SIDE),
+	    "listeners[2]: ", "type: listeners[1] is the transparent" },
+	{ "transparent listeners on two ports",
+	    POL(L_TP("127.0.0.1:15001") ",{'type':'transparent','listen':"
+					"'[::1]:15002'}",
+		TOK, R_A "," R_ICPT, SIDE),
+	    "listeners[2]: ", "listen: the port differs" },
+	{ "unknown listener type",
+	    POL("{'type':'socks','listen':'127.0.0.1:1080'}", TOK, R_A, NPOFF),
+	    "listeners[0]: ", "type: \"socks\" is not" },
 
 	/* Interception: the section, the route keys, and their ties. */
 	{ "connect.intercept without the intercept section",
@@ -1201,6 +1323,17 @@ static const struct err_row err_rows[] = {
 	    POL(L_FWD, TOK, R_A,
 		"'netpolicy':{'mode':'off','sandbox_interfaces':['a*b']}"),
 	    "netpolicy.sandbox_interfaces[0]: ", "" },
+	{ "unknown key in exec", BASE(",'exec':{'landlok':{}}"),
+	    "exec: ", "unknown key 'landlok'" },
+	{ "unknown key in exec.landlock",
+	    BASE(",'exec':{'landlock':{'rw':[],'wo':[]}}"),
+	    "exec.landlock: ", "unknown key 'wo'" },
+	{ "relative Landlock path",
+	    BASE(",'exec':{'landlock':{'ro':['/usr','lib']}}"),
+	    "exec.landlock.ro[1]: ", "not an absolute path" },
+	{ "Landlock paths not a list",
+	    BASE(",'exec':{'landlock':{'rw':'/tmp'}}"),
+	    "exec.landlock.rw: ", "must be an array" },
 };
 
 static void
@@ -1276,6 +1409,9 @@ static const struct {
 	{ "integral number written with an exponent",
 	    BASE(",'limits':{'max_headers':1e2}") },
 	{ "GET as a method", ROUTE(UP_A ",'methods':['GET','POST','PUT']") },
+	{ "exec without landlock", BASE(",'exec':{}") },
+	{ "exec.landlock with both lists",
+	    BASE(",'exec':{'landlock':{'rw':['/tmp'],'ro':['/usr','/etc']}}") },
 };
 
 static void
@@ -2132,6 +2268,7 @@ main(void)
 		cmocka_unit_test(test_minimal_defaults),
 		cmocka_unit_test(test_no_user_keeps_identity),
 		cmocka_unit_test(test_explicit_values),
+		cmocka_unit_test(test_intercept_listeners),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_near_misses_load),
 		cmocka_unit_test(test_ranges),

@@ -256,6 +256,79 @@ test_sidecar_text(void **state)
 	np_ruleset_free(rs);
 }
 
+/*
+ * A transparent listener: the nat chain that redirects the intercepted
+ * ports (one inet rule per port for both families, "meta nfproto" first
+ * for one), and the filter rules that let the redirected packets through;
+ * none of it without a listener. The model diffs equal to itself.
+ */
+static void
+test_sidecar_redirect(void **state)
+{
+	static const uint16_t ports[] = { 443, 80 };
+	struct np_ruleset *rs, *rs2;
+	const struct np_chain *ch;
+	struct np_input in;
+	char why[256], *text;
+
+	(void)state;
+	sidecar_input(&in);
+	rs = np_ruleset_build(&in, why, sizeof(why));
+	assert_non_null(rs);
+	text = np_ruleset_text(rs);
+	assert_null(strstr(text, "redirect"));
+	assert_null(strstr(text, "type nat"));
+	free(text);
+	np_ruleset_free(rs);
+
+	in.ni_redirect_ports = ports;
+	in.ni_nredirect_ports = 2;
+	in.ni_redirect_to = 15001;
+	in.ni_redirect_v4 = in.ni_redirect_v6 = 1;
+	rs = np_ruleset_build(&in, why, sizeof(why));
+	assert_non_null(rs);
+	ch = np_ruleset_chain(rs, NP_CHAIN_REDIRECT);
+	assert_non_null(ch);
+	assert_int_equal(ch->ch_prio, -100);
+	assert_int_equal(ch->ch_nrules, 2);
+	text = np_ruleset_text(rs);
+	assert_non_null(strstr(text,
+	    "\tchain transparent {\n"
+	    "\t\ttype nat hook output priority -100; policy accept;\n"
+	    "\t\toif != \"lo\" meta skuid != 1000 tcp dport 443 redirect to "
+	    ":15001\n"
+	    "\t\toif != \"lo\" meta skuid != 1000 tcp dport 80 redirect to "
+	    ":15001\n"
+	    "\t}\n"));
+	assert_non_null(
+	    strstr(text, "\t\tip daddr 127.0.0.1 tcp dport 15001 accept\n"));
+	assert_non_null(
+	    strstr(text, "\t\tip6 daddr ::1 tcp dport 15001 accept\n"));
+	rs2 = np_ruleset_build(&in, why, sizeof(why));
+	assert_int_equal(np_ruleset_diff(rs, rs2, NULL, NULL), 0);
+	/* A different port is a difference verify reports. */
+	rs2->rs_chains[rs2->rs_nchains - 1]
+	    .ch_rules[0]
+	    .ru_exprs[8]
+	    .ex_data[1]++;
+	assert_true(np_ruleset_diff(rs, rs2, NULL, NULL) > 0);
+	np_ruleset_free(rs2);
+	free(text);
+	np_ruleset_free(rs);
+
+	/* IPv4 only. */
+	in.ni_redirect_v6 = 0;
+	rs = np_ruleset_build(&in, why, sizeof(why));
+	assert_non_null(rs);
+	text = np_ruleset_text(rs);
+	assert_non_null(strstr(text,
+	    "\t\tmeta nfproto ipv4 oif != \"lo\" meta skuid != 1000 tcp "
+	    "dport 443 redirect to :15001\n"));
+	assert_null(strstr(text, "ip6 daddr ::1 tcp dport 15001"));
+	free(text);
+	np_ruleset_free(rs);
+}
+
 static void
 test_sidecar_no_loopback(void **state)
 {
@@ -674,6 +747,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sidecar_model),
 		cmocka_unit_test(test_sidecar_text),
+		cmocka_unit_test(test_sidecar_redirect),
 		cmocka_unit_test(test_sidecar_no_loopback),
 		cmocka_unit_test(test_gateway_model_and_text),
 		cmocka_unit_test(test_gateway_duplicate_listeners),
