@@ -49,6 +49,7 @@
 #define EXEC_MAX_HOSTS  64   /* intercepted names (127.77.0.1 upward) */
 #define EXEC_MAX_ROUTES 16   /* reverse listeners, audiences */
 #define EXEC_KID        "sluice-exec"
+#define EXEC_KEY_LEN    32 /* the run key's bytes (HS256) */
 #define SYSTEM_CA       "/etc/ssl/certs/ca-certificates.crt"
 
 struct exec_args {
@@ -921,7 +922,7 @@ cmd_exec(int argc, char **argv)
 	struct exec_run xr;
 	struct run_opts o;
 	const struct provider *pv;
-	unsigned char key[32];
+	unsigned char key[EXEC_KEY_LEN + 1];
 	char tok[TOKEN_MAX_LEN + 1], why[512], *json = NULL, *secret = NULL;
 	const char *hide[1], *secrets[1];
 	cJSON *root = NULL;
@@ -941,7 +942,12 @@ cmd_exec(int argc, char **argv)
 		goto out;
 	if (a.policy == NULL && read_upstream_key(&a, &x, pv) == -1)
 		goto out;
-	if (RAND_bytes(key, sizeof(key)) != 1 ||
+	/*
+	 * The loader strips one trailing newline from a secret file: the
+	 * file ends with one, so a key whose last byte is 0x0a stays whole.
+	 */
+	key[EXEC_KEY_LEN] = '\n';
+	if (RAND_bytes(key, EXEC_KEY_LEN) != 1 ||
 	    (x.key_fd = memfile("sluice-exec-key", key, sizeof(key), x.key_path,
 		 sizeof(x.key_path))) == -1) {
 		fprintf(stderr, "sluice: exec: cannot make the run key\n");
@@ -962,7 +968,7 @@ cmd_exec(int argc, char **argv)
 		fprintf(stderr, "sluice: exec: memfd: %s\n", strerror(errno));
 		goto out;
 	}
-	if (mint_token(&a, &x, key, sizeof(key), tok, sizeof(tok)) == -1)
+	if (mint_token(&a, &x, key, EXEC_KEY_LEN, tok, sizeof(tok)) == -1)
 		goto out;
 
 	memset(&xr, 0, sizeof(xr));

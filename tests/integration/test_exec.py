@@ -33,7 +33,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
@@ -408,7 +407,8 @@ class ExecCase(unittest.TestCase):
         return env
 
     def argv(self, user, opts, cmd):
-        argv = [os.path.abspath(ENV.bin), "exec"] + list(opts) + ["--"] + list(cmd)
+        argv = [os.path.abspath(ENV.bin), "exec"] + list(opts) + ["--"] + \
+            list(cmd)
         if user == "nobody":
             argv = as_nobody(argv)
         return ns_exec(self.sbx, argv)
@@ -442,7 +442,8 @@ class ExecCase(unittest.TestCase):
               audit=True):
         if opts is None:
             opts = self.policy(user, policy)
-        r = self.sluice(user, opts, ["python3", self.probe_py, json.dumps(cfg)],
+        r = self.sluice(user, opts,
+                        ["python3", self.probe_py, json.dumps(cfg)],
                         env=env, audit=audit)
         self.assertEqual(r.rc, 0, r)
         return r, r.json()
@@ -548,7 +549,7 @@ class ExecCase(unittest.TestCase):
         q = [e for e in r.audit("dns.query") if e.get("name") == nx]
         self.assertEqual(len(q), 1, r.audit("dns.query"))
         self.assertEqual((q[0]["qtype"], q[0]["decision"], q[0]["count"]),
-                         (1, "nxdomain", 1))
+                         ("A", "nxdomain", 1))
         # http, http, CONNECT refused; one query refused.
         self.assertEqual(r.summary, (2, 2, 1, r.audit_path), r)
         self.assertFalse(os.path.exists(rundir), "run dir left behind")
@@ -698,7 +699,7 @@ class ExecCase(unittest.TestCase):
                              "XDG_RUNTIME_DIR": rt}, audit=False)
         self.assertEqual(r.rc, 0, r)
         tokf = r.out.splitlines()[0]
-        self.assertRegex(tokf, "^%s/sluice-exec\\.[A-Za-z0-9]{6}/token$" %
+        self.assertRegex(tokf, "^%s/sluice-exec-\\d+\\.[A-Za-z0-9]{6}/token$" %
                          re.escape(rt))
         self.assertEqual(os.listdir(rt), [])
         self.assertIsNotNone(r.summary, r)
@@ -736,7 +737,7 @@ class ExecCase(unittest.TestCase):
         self.assertEqual(auds(jwt_claims(o["token"])), ["icpt", "model"])
         q = [e for e in r.audit("dns.query") if e.get("name") == nx]
         self.assertEqual([(e["qtype"], e["decision"]) for e in q],
-                         [(1, "nxdomain")], r.audit("dns.query"))
+                         [("A", "nxdomain")], r.audit("dns.query"))
 
     def test_dns_intercepted_root(self):
         self.dns_direct("root")
