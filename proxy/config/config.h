@@ -42,7 +42,10 @@ struct upstream_header {
 };
 
 struct upstream_conf {
-	char *uc_url;
+	int uc_as_requested;   /* mode "as_requested": dial the host asked */
+	uint16_t uc_ports[16]; /* as_requested: the ports it may name */
+	size_t uc_nports;
+	char *uc_url;  /* NULL when as_requested, as are host and authority */
 	int uc_https;  /* scheme is https */
 	char *uc_host; /* lower case; IPv6 without brackets */
 	int uc_host_is_ip;
@@ -160,6 +163,8 @@ struct tokens_conf {
 	struct token_rules tc_rules; /* views of the fields above */
 };
 
+struct hostmatch;
+
 struct config {
 	int cf_refs;
 	uint64_t cf_gen; /* bumps at every successful load */
@@ -173,6 +178,7 @@ struct config {
 	struct tokens_conf cf_tokens;
 	struct route *cf_routes;
 	size_t cf_nroutes;
+	struct hostmatch *cf_hosts; /* routes by host name (hosts.c) */
 	struct limits cf_limits;
 	struct audit_conf cf_audit;
 	struct netpolicy_conf cf_np;

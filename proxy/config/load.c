@@ -19,6 +19,7 @@
 #include "proxy/config/config.h"
 #include "proxy/config/config_int.h"
 #include "proxy/token/token.h"
+#include "proxy/util/hostmatch.h"
 
 static uint64_t config_generation;
 
@@ -198,6 +199,7 @@ config_unref(struct config *cf)
 		cf_upstream_free(&rt->rt_up);
 	}
 	free(cf->cf_routes);
+	hostmatch_free(cf->cf_hosts);
 	for (i = 0; i < cf->cf_tokens.tc_nkeys; i++) {
 		struct token_key *k = &cf->cf_tokens.tc_keys[i];
 

@@ -58,6 +58,17 @@ print_route(const struct route *rt)
 			    cJSON_CreateNumber(rt->rt_ports[i]));
 	}
 	u = cJSON_AddObjectToObject(r, "upstream");
+	if (uc->uc_as_requested) {
+		cJSON *ports;
+
+		cJSON_AddStringToObject(u, "mode", "as_requested");
+		ports = cJSON_AddArrayToObject(u, "ports");
+		for (i = 0; i < uc->uc_nports; i++)
+			cJSON_AddItemToArray(ports,
+			    cJSON_CreateNumber(uc->uc_ports[i]));
+		cJSON_AddBoolToObject(u, "allow_private", uc->uc_allow_private);
+		return r;
+	}
 	cJSON_AddStringToObject(u, "url", uc->uc_url);
 	if (uc->uc_ca_file != NULL)
 		cJSON_AddStringToObject(u, "ca_file", uc->uc_ca_file);

@@ -669,6 +669,8 @@ upstream_get(struct upstreams *us, const struct route *rt, int flags,
 	size_t i;
 
 	*out = NULL;
+	if (rt->rt_up.uc_as_requested)
+		return -1; /* not dialled yet */
 	/* rt belongs to us's policy: the request took both at once. */
 	if (us != NULL && rt >= us->us_cf->cf_routes &&
 	    (i = (size_t)(rt - us->us_cf->cf_routes)) < us->us_n)
