@@ -643,10 +643,10 @@ prune_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-resolved_cb(const struct route *rt, const struct sockaddr_storage *addrs,
-    size_t n, uint32_t ttl)
+resolved_cb(const struct route *rt, const char *host, uint16_t port,
+    const struct sockaddr_storage *addrs, size_t n, uint32_t ttl)
 {
-	netguard_upstream_addrs(rt, addrs, n, ttl);
+	netguard_upstream_addrs(rt, host, port, addrs, n, ttl);
 }
 
 /* Whether uid/gid could read path by its mode bits (no ACLs). */

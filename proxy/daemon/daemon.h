@@ -76,11 +76,15 @@ int netguard_prepare(const struct config *cf, struct np_ruleset **rsp,
 int netguard_commit(const struct config *cf, struct np_ruleset *rs, char *why,
     size_t whylen);
 /*
- * A route's upstream resolved to addrs: allow sluice's uid to them on the
- * route's port for max(ttl, 60) seconds (sidecar mode; else a no-op).
+ * host, a destination of rt (its upstream, or a host an allowlist route
+ * was asked for), resolved to addrs: allow sluice's uid to them on port
+ * for max(ttl, 60) seconds (sidecar mode; else a no-op). Synchronous: the
+ * kernel has the elements when it returns. At most 1,024 are remembered
+ * (for a re-apply); past that the one closest to expiry is replaced.
  */
-void netguard_upstream_addrs(const struct route *rt,
-    const struct sockaddr_storage *addrs, size_t n, uint32_t ttl);
+void netguard_upstream_addrs(const struct route *rt, const char *host,
+    uint16_t port, const struct sockaddr_storage *addrs, size_t n,
+    uint32_t ttl);
 /* Stop the timers and NFLOG; flush the table only with flush_on_exit. */
 void netguard_stop(const struct config *cf);
 /*

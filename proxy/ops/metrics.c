@@ -107,6 +107,7 @@ static struct {
 	uint64_t m_net_drops;
 	uint64_t m_rule_packets;
 	uint64_t m_rule_bytes;
+	uint64_t m_dyn_elems;  /* sluice's dynamic kernel set elements */
 	uint64_t m_reloads[2]; /* [0] failed, [1] ok */
 	time_t m_started;      /* process start (first metrics call) */
 	time_t m_policy_time;  /* a policy was put in force (start, reload) */
@@ -351,6 +352,12 @@ metrics_kernel_rule_drops(uint64_t packets, uint64_t bytes)
 {
 	m.m_rule_packets = packets;
 	m.m_rule_bytes = bytes;
+}
+
+void
+metrics_kernel_dynamic(uint64_t n)
+{
+	m.m_dyn_elems = n;
 }
 
 void
@@ -739,7 +746,11 @@ metrics_render(struct evbuffer *b)
 		m.m_rule_packets) == -1 ||
 	    metrics_u64(b, "sluice_kernel_drop_rule_bytes_total", "counter",
 		"Bytes counted by the drop rules' own counters.",
-		m.m_rule_bytes) == -1)
+		m.m_rule_bytes) == -1 ||
+	    metrics_u64(b, "sluice_kernel_dynamic_set_elements", "gauge",
+		"Upstream addresses sluice put in the kernel's dynamic sets "
+		"(sidecar mode; bounded, oldest evicted).",
+		m.m_dyn_elems) == -1)
 		return -1;
 	if (metrics_family(b, "sluice_policy_reloads_total", "counter",
 		"Policy reloads by outcome.") == -1 ||

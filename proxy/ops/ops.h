@@ -149,6 +149,8 @@ void metrics_net_drop(uint64_t count);
 /* The drop rules' own counters, as last read from the kernel (absolute). */
 void metrics_kernel_rule_drops(uint64_t packets, uint64_t bytes);
 void metrics_reload(int ok);
+/* Elements sluice keeps in the kernel's dynamic upstream sets. */
+void metrics_kernel_dynamic(uint64_t n);
 /* A response field that held an injected secret was dropped. */
 void metrics_secret_header(void);
 /* Upstream failures by kind (sluice_upstream_errors_total). */

@@ -325,6 +325,12 @@ policy_decide(const struct config *cf, const struct req_view *v0, int64_t now,
 	}
 	if (rt == NULL)
 		return out->de_reason = REASON_ROUTE_NOT_FOUND;
+	/* An allowlist route dials the host asked, as the routes saw it. */
+	if (rt->rt_up.uc_as_requested && u->host_len < sizeof(out->de_dest)) {
+		memcpy(out->de_dest, u->host, u->host_len);
+		out->de_dest[u->host_len] = '\0';
+		out->de_dest_port = u->port;
+	}
 
 	if (v->rv_listener->lc_type == LISTENER_REVERSE)
 		r = token_check_claims(v->rv_claims, &cf->cf_tokens.tc_rules,

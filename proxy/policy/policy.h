@@ -35,6 +35,9 @@ struct decision {
 	enum reason de_reason;
 	const struct route *de_route; /* the matched route, if any */
 	uint64_t de_budget_limit;     /* 0: no limit to charge against */
+	/* An allowlist route: the host to dial (normalized) and its port. */
+	char de_dest[256];
+	uint16_t de_dest_port;
 };
 
 /*

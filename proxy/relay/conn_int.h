@@ -104,6 +104,8 @@ struct request {
 	char rq_jti[TOKEN_MAX_STR + 1];
 	char *rq_host;
 	char *rq_path;
+	char rq_dest[256]; /* allowlist route: the host dialled, or "" */
+	uint16_t rq_dest_port;
 	char rq_upaddr[56];
 	int rq_eof[2];            /* tunnel: read EOF per side */
 	struct timeval rq_active; /* tunnel: last byte either way */

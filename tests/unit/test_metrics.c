@@ -389,6 +389,7 @@ test_render_empty(void **state)
 		"sluice_kernel_drops_total",
 		"sluice_kernel_drop_rule_packets_total",
 		"sluice_kernel_drop_rule_bytes_total",
+		"sluice_kernel_dynamic_set_elements",
 		"sluice_policy_reloads_total", "process_open_fds",
 		"process_max_fds", "process_resident_memory_bytes",
 		"process_start_time_seconds",

@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""Allowlist routes (docs/config.md "Allowing more than the model"): a
+route with "upstream": {"mode": "as_requested"} dials the host a request
+names when it matches the route's hosts (exact names and "*.suffix"
+wildcards), each dial checked as an upstream's is.
+
+Names live under alw.test on the test's own DNS server: pypi.alw.test
+(plain fakeup on .2:80) and anything under *.files.alw.test (TLS fakeup on
+.3:443) are allowlisted; other.alw.test (.4) is not, though plain.files.alw.test (also .4) is. Allowlisted names
+that resolve to 10.0.0.1, 169.254.169.254 or ::ffff:127.0.0.1 must be
+refused with destination_denied before any connect: the sandbox side has
+no route to the first two, and a listener of the test on 127.0.0.1:443
+in sbx would see a dial to the third. Every other address is in
+198.18.0.0/15.
+
+  sbx: sluice 127.0.0.1:3128, curl, trap 127.0.0.1:443  --veth--  up:
+       fakeup 198.18.X.2:80 (plain), 198.18.X.3:443 (TLS), .4:80, DNS .53
+"""
+
+import json
+import os
+import socket
+import sys
+import threading
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "lib"))
+
+import sluicetest as st  # noqa: E402
+from sluicetest import policy as pol  # noqa: E402
+from sluicetest.daemons import header_values  # noqa: E402
+from sluicetest.netns import entered  # noqa: E402
+
+FWD = "http://127.0.0.1:3128"
+
+
+def allowlist_route(audience, hosts, ports=(80, 443), **extra):
+    r = {"audience": audience, "hosts": list(hosts),
+         "upstream": {"mode": "as_requested", "ports": list(ports)}}
+    r.update(extra)
+    return r
+
+
+class Trap:
+    """A listener in sbx on 127.0.0.1:443 that records every accept."""
+
+    def __init__(self, ns):
+        with entered(ns):
+            self.s = socket.socket()
+            self.s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self.s.bind(("127.0.0.1", 443))
+            self.s.listen(16)
+        self.accepts = []
+        st.CLEANUP.push(self.s.close)
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        while True:
+            try:
+                c, peer = self.s.accept()
+            except OSError:
+                return
+            self.accepts.append(peer)
+            c.close()
+
+
+class TestAllowlist(st.ProxyTestCase):
+    TAG = "allow"
+    X = 113
+    UP_HOSTS = (2, 3, 4, 53)
+
+    @classmethod
+    def build(cls):
+        h, t = cls.h, cls.h.topo
+        cert, key = h.ca.issue("cdn", ["DNS:cdn.files.alw.test",
+                                       "DNS:a.b.files.alw.test"])
+        cls.pypi = h.fakeup("pypi", ["%s:80" % t.v4(2)])
+        cls.cdn = h.fakeup("cdn", ["%s:443" % t.v4(3)], cert, key)
+        cls.other = h.fakeup("other", ["%s:80" % t.v4(4)])
+        h.dns_server({
+            "pypi.alw.test": {"A": [t.v4(2)]},
+            "cdn.files.alw.test": {"A": [t.v4(3)]},
+            "a.b.files.alw.test": {"A": [t.v4(3)]},
+            "files.alw.test": {"A": [t.v4(3)]},
+            "other.alw.test": {"A": [t.v4(4)]},
+            "plain.files.alw.test": {"A": [t.v4(4)]},
+            "ten.alw.test": {"A": ["10.0.0.1"]},
+            "meta.alw.test": {"A": ["169.254.169.254"]},
+            "mapped.alw.test": {"AAAA": ["::ffff:127.0.0.1"]},
+        })
+        cls.trap = Trap(h.sbx)
+        routes = [allowlist_route("pkgs", [
+            "pypi.alw.test", "*.files.alw.test", "ten.alw.test",
+            "meta.alw.test", "mapped.alw.test"])]
+        cls.doc = h.policy("main", [pol.forward("fwd", "127.0.0.1:3128")],
+                           routes)
+        cls.sl = h.sluice("main", cls.doc)
+        cls.tok = h.token("pkgs")
+        cls.tok_other = h.token("model")
+
+    def proxy(self, tok):
+        return ["-x", FWD, "--proxy-header",
+                "Proxy-Authorization: Bearer " + tok]
+
+    def audit(self):
+        with open(self.doc["audit"]["path"], "rb") as f:
+            return [json.loads(x) for x in f.read().split(b"\n") if x]
+
+    def last_audit(self, event):
+        evs = [e for e in self.audit() if e.get("event") == event]
+        self.assertTrue(evs, "no %s audit line" % event)
+        return evs[-1]
+
+    # -- allowed ---------------------------------------------------------
+
+    def test_get_exact_host(self):
+        """npm-style: a plain GET with the token in Authorization; the
+        registry sees the request as asked and never the token."""
+        m = self.pypi.log.mark()
+        r = self.h.curl(["-x", FWD, "-H", "Authorization: Bearer " +
+                         self.tok], "http://pypi.alw.test/simple/pip/?x=1")
+        self.assertEqual(r.status, 200, r)
+        req = self.pypi.log.wait_for(m, "request")[0]
+        self.assertEqual(req["method"], "GET")
+        self.assertEqual(req["target"], "/simple/pip/?x=1")
+        self.assertEqual(header_values(req, "Host"), ["pypi.alw.test"])
+        self.assertEqual(header_values(req, "Authorization"), [])
+        self.assertEqual(header_values(req, "Proxy-Authorization"), [])
+        a = self.last_audit("http.request")
+        self.assertEqual((a["decision"], a["reason"], a["route"]),
+                         ("allow", "ok", "pkgs"))
+
+    def test_get_proxy_authorization(self):
+        m = self.pypi.log.mark()
+        r = self.h.curl(self.proxy(self.tok) + ["-I"],
+                        "http://PYPI.alw.test./simple/")
+        self.assertEqual(r.status, 200, r)
+        req = self.pypi.log.wait_for(m, "request")[0]
+        self.assertEqual(req["method"], "HEAD")
+        self.assertEqual(header_values(req, "Authorization"), [])
+        self.assertEqual(header_values(req, "Proxy-Authorization"), [])
+
+    def test_connect_wildcard(self):
+        """pip-style: CONNECT to a host under *.files.alw.test and TLS
+        end to end (sluice sees only bytes)."""
+        for host in ("cdn.files.alw.test", "a.b.files.alw.test"):
+            m = self.cdn.log.mark()
+            r = self.h.curl(self.proxy(self.tok) + [
+                "--cacert", self.h.ca.cert],
+                "https://%s/packages/x.whl" % host)
+            self.assertEqual(r.connect_status, 200, r)
+            self.assertEqual(r.status, 200, r)
+            req = self.cdn.log.wait_for(m, "request")[0]
+            self.assertEqual(req["target"], "/packages/x.whl")
+            a = self.last_audit("connect.tunnel")
+            self.assertEqual((a["decision"], a["route"], a["host"]),
+                             ("allow", "pkgs", host + ":443"))
+
+    def test_pool_per_destination(self):
+        """Two allowlisted hosts on one client connection: each request
+        reaches its own host (the pool is keyed by host:port)."""
+        m2, m4 = self.pypi.log.mark(), self.other.log.mark()
+        r = self.h.curl(self.proxy(self.tok),
+                        ["http://pypi.alw.test/a",
+                         "http://plain.files.alw.test/b",
+                         "http://pypi.alw.test/c"])
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual([q["target"] for q in
+                          self.pypi.log.wait_for(m2, "request", 2)],
+                         ["/a", "/c"])
+        got = self.other.log.wait_for(m4, "request")
+        self.assertEqual([q["target"] for q in got], ["/b"])
+        self.assertEqual(header_values(got[0], "Host"),
+                         ["plain.files.alw.test"])
+
+    # -- refused ---------------------------------------------------------
+
+    def test_unlisted_host(self):
+        m = self.other.log.mark()
+        r = self.h.curl(self.proxy(self.tok), "http://other.alw.test/")
+        self.assertEqual(r.status, 403, r)
+        self.assertEqual(r.header("Sluice-Deny"), "route_not_found", r)
+        r = self.h.curl(self.proxy(self.tok) + ["--cacert", self.h.ca.cert],
+                        "https://other.alw.test/")
+        self.assertEqual(r.connect_status, 403, r)
+        self.assertNothingUpstream(self.other, m)
+
+    def test_wildcard_not_apex(self):
+        m = self.cdn.log.mark()
+        r = self.h.curl(self.proxy(self.tok) + ["--cacert", self.h.ca.cert],
+                        "https://files.alw.test/")
+        self.assertEqual(r.connect_status, 403, r)
+        self.assertNothingUpstream(self.cdn, m)
+
+    def test_port_not_listed(self):
+        m = self.pypi.log.mark()
+        r = self.h.curl(self.proxy(self.tok), "http://pypi.alw.test:8080/")
+        self.assertEqual(r.header("Sluice-Deny"), "route_not_found", r)
+        self.assertNothingUpstream(self.pypi, m)
+
+    def test_token_required(self):
+        m = self.pypi.log.mark()
+        r = self.h.curl(["-x", FWD], "http://pypi.alw.test/simple/")
+        self.assertEqual(r.status, 407, r)
+        r = self.h.curl(self.proxy(self.tok_other),
+                        "http://pypi.alw.test/simple/")
+        self.assertEqual(r.header("Sluice-Deny"), "token_wrong_audience", r)
+        self.assertNothingUpstream(self.pypi, m)
+
+    def test_method_default_get_head(self):
+        m = self.pypi.log.mark()
+        r = self.h.curl(self.proxy(self.tok) + ["-d", "x"],
+                        "http://pypi.alw.test/upload")
+        self.assertEqual(r.header("Sluice-Deny"), "method_not_allowed", r)
+        self.assertNothingUpstream(self.pypi, m)
+
+    def test_private_destinations(self):
+        """Names that resolve to private addresses: refused before any
+        connect (nothing reaches the trap on 127.0.0.1:443)."""
+        before = len(self.trap.accepts)
+        for host in ("ten.alw.test", "meta.alw.test", "mapped.alw.test"):
+            r = self.h.curl(self.proxy(self.tok), "http://%s/latest" % host)
+            self.assertEqual(r.status, 403, (host, r))
+            self.assertEqual(r.header("Sluice-Deny"), "destination_denied",
+                             (host, r))
+            r = self.h.curl(self.proxy(self.tok), "https://%s/" % host)
+            self.assertEqual(r.connect_status, 403, (host, r))
+            a = self.last_audit("connect.tunnel")
+            self.assertEqual((a["decision"], a["reason"]),
+                             ("deny", "destination_denied"), (host, a))
+        self.assertEqual(self.trap.accepts[before:], [])
+
+
+if __name__ == "__main__":
+    st.main()
