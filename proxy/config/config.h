@@ -179,6 +179,13 @@ struct config {
 	struct route *cf_routes;
 	size_t cf_nroutes;
 	struct hostmatch *cf_hosts; /* routes by host name (hosts.c) */
+	/*
+	 * "enforce": "report": what no route allows is let through and
+	 * audited as "report"; cf_report_rt is the allowlist route such a
+	 * request is dialled on (audience "", not in cf_routes).
+	 */
+	int cf_report;
+	struct route *cf_report_rt;
 	struct limits cf_limits;
 	struct audit_conf cf_audit;
 	struct netpolicy_conf cf_np;

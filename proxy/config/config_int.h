@@ -148,6 +148,8 @@ int cf_upstream_as_requested(const cJSON *r);
  * canonical) into out[HOSTMATCH_BUF].
  */
 int cf_build_hosts(struct cfctx *cx);
+/* Top-level "enforce" ("deny" or "report") and the report route. */
+int cf_load_enforce(struct cfctx *cx, const cJSON *root);
 void cf_host_key(const char *host, char *out);
 
 #endif

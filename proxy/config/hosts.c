@@ -54,6 +54,35 @@ add_key(struct cfctx *cx, const char *host, size_t idx, int upstream)
 }
 
 int
+cf_load_enforce(struct cfctx *cx, const cJSON *root)
+{
+	static const char *const names[] = { "deny", "report", NULL };
+	struct config *cf = cx->cf;
+	const char *e = NULL;
+	struct route *rt;
+
+	if (cf_str(cx, "", root, "enforce", 0, &e) == -1)
+		return -1;
+	if (e != NULL && cf_name_index(names, e) == -1)
+		return cf_err(cx, "enforce",
+		    "\"%s\": must be \"deny\" or \"report\"", e);
+	if (e == NULL || strcmp(e, "report") != 0)
+		return 0;
+	cf->cf_report = 1;
+	/*
+	 * What a report lets through is dialled as an allowlist route for
+	 * exactly the host asked would be: checked, never private.
+	 */
+	if ((rt = cf->cf_report_rt =
+		    cf_calloc(cx, "enforce", 1, sizeof(*rt))) == NULL ||
+	    (rt->rt_audience = cf_strdup(cx, "enforce", "")) == NULL)
+		return -1;
+	rt->rt_up.uc_as_requested = 1;
+	rt->rt_connect = 1;
+	return 0;
+}
+
+int
 cf_build_hosts(struct cfctx *cx)
 {
 	struct config *cf = cx->cf;

@@ -98,7 +98,8 @@ config_load(const char *path, const struct config *prev, char *why,
 {
 	static const char *const keys[] = { "user", "listeners", "tokens",
 		"routes", "limits", "audit", "netpolicy", "admin", "metrics",
-		"state_dir", "ready_file", "intercept", "sha256", NULL };
+		"state_dir", "ready_file", "intercept", "sha256", "enforce",
+		NULL };
 	struct cfctx cx = { path, why, whylen, prev, NULL };
 	unsigned char *buf;
 	size_t len;
@@ -162,7 +163,8 @@ config_load(const char *path, const struct config *prev, char *why,
 	    cf_load_limits(&cx, root) == -1 || cf_load_audit(&cx, root) == -1 ||
 	    cf_load_netpolicy(&cx, root) == -1 ||
 	    cf_load_misc(&cx, root) == -1 || cf_load_routes(&cx, root) == -1 ||
-	    cf_link_listeners(&cx) == -1 || cf_check_resolvers(&cx) == -1 ||
+	    cf_load_enforce(&cx, root) == -1 || cf_link_listeners(&cx) == -1 ||
+	    cf_check_resolvers(&cx) == -1 ||
 	    cf_load_intercept(&cx, root) == -1 ||
 	    cf_check_intercept(&cx) == -1 || cf_load_tokens(&cx, root) == -1) {
 		cJSON_Delete(root);
@@ -200,6 +202,14 @@ config_unref(struct config *cf)
 	}
 	free(cf->cf_routes);
 	hostmatch_free(cf->cf_hosts);
+	if (cf->cf_report_rt != NULL) {
+		free(cf->cf_report_rt->rt_audience);
+		cf_strlist_free(cf->cf_report_rt->rt_methods,
+		    cf->cf_report_rt->rt_nmethods);
+		cf_strlist_free(cf->cf_report_rt->rt_prefixes,
+		    cf->cf_report_rt->rt_nprefixes);
+		free(cf->cf_report_rt);
+	}
 	for (i = 0; i < cf->cf_tokens.tc_nkeys; i++) {
 		struct token_key *k = &cf->cf_tokens.tc_keys[i];
 

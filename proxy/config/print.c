@@ -201,6 +201,8 @@ config_print(const struct config *cf, FILE *f)
 	add_str_or_null(o, "group", cf->cf_metrics_group);
 	cJSON_AddStringToObject(root, "state_dir", cf->cf_state_dir);
 	add_str_or_null(root, "ready_file", cf->cf_ready_file);
+	cJSON_AddStringToObject(root, "enforce",
+	    cf->cf_report ? "report" : "deny");
 	if (cf->cf_intercept.ic_on) {
 		const struct intercept_conf *ic = &cf->cf_intercept;
 

@@ -165,6 +165,7 @@ warn_policy(const struct config *cf)
 	warn_unprivileged_ports(cf);
 	warn_injection_open_egress(cf);
 	warn_fd_limit(cf);
+	warn_allowlist(cf);
 }
 
 void

@@ -27,6 +27,14 @@ int serve(const struct run_opts *);
 void warn_unprivileged_ports(const struct config *cf);
 /* Every warning about a policy (the ports above, injection, ...). */
 void warn_policy(const struct config *cf);
+/*
+ * warn_allow.c: report mode, public-suffix wildcards, a TCP metrics
+ * listener the sandbox reaches, allow_private on an allowlist route.
+ * warn_public_suffix(): host is "*.S" with S on the built-in (partial)
+ * list of common public suffixes.
+ */
+void warn_allowlist(const struct config *cf);
+int warn_public_suffix(const char *host);
 
 /*
  * notify.c: the service manager's notify protocol (sd_notify datagrams to
@@ -82,9 +90,9 @@ int netguard_commit(const struct config *cf, struct np_ruleset *rs, char *why,
  * kernel has the elements when it returns. At most 1,024 are remembered
  * (for a re-apply); past that the one closest to expiry is replaced.
  */
-void netguard_upstream_addrs(const struct route *rt, const char *host,
-    uint16_t port, const struct sockaddr_storage *addrs, size_t n,
-    uint32_t ttl);
+void
+netguard_upstream_addrs(const struct route *rt, const char *host, uint16_t port,
+    const struct sockaddr_storage *addrs, size_t n, uint32_t ttl);
 /* Stop the timers and NFLOG; flush the table only with flush_on_exit. */
 void netguard_stop(const struct config *cf);
 /*

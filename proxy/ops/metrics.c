@@ -47,9 +47,9 @@
 #define METRICS_MAX_CONNS      16   /* scrapes at once; more: 503 */
 
 /* decision labels; "error" is an upstream failure, not a policy denial. */
-enum { M_DENY = 0, M_ALLOW = 1, M_ERROR = 2, M__DECISIONS };
+enum { M_DENY = 0, M_ALLOW = 1, M_ERROR = 2, M_REPORT = 3, M__DECISIONS };
 static const char *const metrics_decision_names[M__DECISIONS] = { "deny",
-	"allow", "error" };
+	"allow", "error", "report" };
 static const char *const metrics_uperr_names[METRICS_UPERR__COUNT] = {
 	[METRICS_UPERR_DNS] = "dns",
 	[METRICS_UPERR_DESTINATION] = "destination",
@@ -235,7 +235,9 @@ metrics_count(uint64_t (*tab)[REASON__COUNT], int allow, enum reason r)
 	/* An out-of-range reason is a caller bug: never index with it. */
 	if ((unsigned)r >= REASON__COUNT)
 		return;
-	if (reason_is_upstream(r))
+	if (allow == METRICS_REPORT)
+		tab[M_REPORT][r]++;
+	else if (reason_is_upstream(r))
 		tab[M_ERROR][r]++;
 	else
 		tab[allow ? M_ALLOW : M_DENY][r]++;

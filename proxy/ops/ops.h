@@ -130,6 +130,11 @@ int audit_verify(const char *const *files, size_t nfiles, const char *head,
 
 /* Register the policy's route audiences as labels (kept across reloads). */
 void metrics_configure(const struct config *);
+/*
+ * allow: 0 (deny), 1 (allow) or METRICS_REPORT (let through by enforce
+ * "report", with the reason it would have had).
+ */
+#define METRICS_REPORT 2
 void metrics_request(const char *route, int allow, enum reason,
     uint64_t bytes_in, uint64_t bytes_out, double seconds);
 void metrics_tunnel(const char *route, int allow, enum reason,

@@ -268,6 +268,50 @@ path_allowed(const struct route *rt, const char *p, size_t len)
 	return 0;
 }
 
+/*
+ * enforce "report" (docs/config.md): a request refused for would (its
+ * route, method or path) goes through all the same, as an allowlist
+ * route for exactly the host asked would take it when no route was
+ * found, else on the route found. Token failures, a revoked token, a
+ * path that must be refused rather than normalized, a host no route can
+ * name and an https:// target sluice cannot dial stay refused; private
+ * destinations are refused when dialled.
+ */
+static enum reason
+report(const struct config *cf, const struct req_view *v, const struct uri *u,
+    int64_t now, enum reason would, struct decision *out)
+{
+	size_t bad;
+	enum reason r;
+
+	out->de_reason = would;
+	if (!cf->cf_report || v->rv_claims == NULL || v->rv_revoked)
+		return would;
+	if (!v->rv_connect && u->path != NULL &&
+	    path_check(u->path, u->path_len, &bad) == -1)
+		return would;
+	if (would == REASON_ROUTE_NOT_FOUND) {
+		if (v->rv_listener->lc_type != LISTENER_FORWARD ||
+		    cf->cf_report_rt == NULL || u->host_len == 0 ||
+		    u->host_len >= sizeof(out->de_dest) ||
+		    (!v->rv_connect && u->https))
+			return would;
+		/* Every claim but the audience, which names no route here. */
+		r = token_check_claims(v->rv_claims, &cf->cf_tokens.tc_rules,
+		    NULL, now);
+		if (r != REASON_TOKEN_WRONG_AUDIENCE)
+			return out->de_reason = r;
+		out->de_route = cf->cf_report_rt;
+		memcpy(out->de_dest, u->host, u->host_len);
+		out->de_dest[u->host_len] = '\0';
+		out->de_dest_port = u->port;
+	}
+	out->de_report = 1;
+	out->de_would = would;
+	out->de_budget_limit = 0;
+	return out->de_reason = REASON_OK;
+}
+
 enum reason
 policy_decide(const struct config *cf, const struct req_view *v0, int64_t now,
     struct decision *out)
@@ -324,7 +368,7 @@ policy_decide(const struct config *cf, const struct req_view *v0, int64_t now,
 		rt = route_for_norm(cf, u, v->rv_connect);
 	}
 	if (rt == NULL)
-		return out->de_reason = REASON_ROUTE_NOT_FOUND;
+		return report(cf, v, u, now, REASON_ROUTE_NOT_FOUND, out);
 	/* An allowlist route dials the host asked, as the routes saw it. */
 	if (rt->rt_up.uc_as_requested && u->host_len < sizeof(out->de_dest)) {
 		memcpy(out->de_dest, u->host, u->host_len);
@@ -345,14 +389,17 @@ policy_decide(const struct config *cf, const struct req_view *v0, int64_t now,
 
 	if (v->rv_connect) {
 		if (!rt->rt_connect && !rt->rt_intercept)
-			return out->de_reason = REASON_METHOD_NOT_ALLOWED;
+			return report(cf, v, u, now, REASON_METHOD_NOT_ALLOWED,
+			    out);
 		if (rt->rt_intercept)
 			return out->de_reason = REASON_OK; /* no charge */
 	} else {
 		if (!method_allowed(rt, v->rv_method, v->rv_method_len))
-			return out->de_reason = REASON_METHOD_NOT_ALLOWED;
+			return report(cf, v, u, now, REASON_METHOD_NOT_ALLOWED,
+			    out);
 		if (!path_allowed(rt, u->path, u->path_len))
-			return out->de_reason = REASON_PATH_NOT_ALLOWED;
+			return report(cf, v, u, now, REASON_PATH_NOT_ALLOWED,
+			    out);
 	}
 
 	out->de_budget_limit = policy_budget_limit(rt, v->rv_claims);

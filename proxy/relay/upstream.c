@@ -767,7 +767,9 @@ upstream_get_to(struct upstreams *us, const struct route *rt, const char *host,
 
 	*out = NULL;
 	/* rt belongs to us's policy: the request took both at once. */
-	if (us != NULL && rt >= us->us_cf->cf_routes &&
+	if (us != NULL && rt != NULL && rt == us->us_cf->cf_report_rt)
+		up = upstream_dest(us, rt, host, port); /* enforce "report" */
+	else if (us != NULL && rt >= us->us_cf->cf_routes &&
 	    (i = (size_t)(rt - us->us_cf->cf_routes)) < us->us_n)
 		up = rt->rt_up.uc_as_requested ?
 		    upstream_dest(us, rt, host, port) :

@@ -33,6 +33,7 @@ from sluicetest.daemons import header_values  # noqa: E402
 from sluicetest.netns import entered  # noqa: E402
 
 FWD = "http://127.0.0.1:3128"
+REPORT = "http://127.0.0.1:3129"
 
 
 def allowlist_route(audience, hosts, ports=(80, 443), **extra):
@@ -98,6 +99,11 @@ class TestAllowlist(st.ProxyTestCase):
         cls.sl = h.sluice("main", cls.doc)
         cls.tok = h.token("pkgs")
         cls.tok_other = h.token("model")
+        # Report mode: only pypi.alw.test is listed; the rest is reported.
+        cls.rdoc = h.policy("report", [pol.forward("fwd", REPORT[7:])],
+                            [allowlist_route("pkgs", ["pypi.alw.test"])])
+        cls.rdoc["enforce"] = "report"
+        cls.rsl = h.sluice("report", cls.rdoc)
 
     def proxy(self, tok):
         return ["-x", FWD, "--proxy-header",
@@ -230,6 +236,107 @@ class TestAllowlist(st.ProxyTestCase):
             self.assertEqual((a["decision"], a["reason"]),
                              ("deny", "destination_denied"), (host, a))
         self.assertEqual(self.trap.accepts[before:], [])
+
+    # -- report mode -----------------------------------------------------
+
+    def report_audit(self, event):
+        with open(self.rdoc["audit"]["path"], "rb") as f:
+            evs = [json.loads(x) for x in f.read().split(b"\n") if x]
+        return [e for e in evs if e.get("event") == event]
+
+    def test_report_warns_at_start(self):
+        self.assertIn('warning: enforce is "report"', self.rsl.stderr())
+        self.assertNotIn("enforce", self.sl.stderr())
+
+    def test_report_unknown_host(self):
+        """A host no route lists goes through, audited as "report" with
+        the reason it would have had; the token stays home."""
+        m = self.other.log.mark()
+        r = self.h.curl(["-x", REPORT, "-H", "Authorization: Bearer " +
+                         self.tok], "http://other.alw.test/who?q=1")
+        self.assertEqual(r.status, 200, r)
+        req = self.other.log.wait_for(m, "request")[0]
+        self.assertEqual(req["target"], "/who?q=1")
+        self.assertEqual(header_values(req, "Authorization"), [])
+        a = self.report_audit("http.request")[-1]
+        self.assertEqual((a["decision"], a["reason"], a["host"], a["path"]),
+                         ("report", "route_not_found", "other.alw.test",
+                          "/who"))
+        # CONNECT too, and a method the route does not allow.
+        m = self.cdn.log.mark()
+        r = self.h.curl(["-x", REPORT, "--proxy-header",
+                         "Proxy-Authorization: Bearer " + self.tok,
+                         "--cacert", self.h.ca.cert],
+                        "https://cdn.files.alw.test/x")
+        self.assertEqual((r.connect_status, r.status), (200, 200), r)
+        a = self.report_audit("connect.tunnel")[-1]
+        self.assertEqual((a["decision"], a["reason"], a["host"]),
+                         ("report", "route_not_found",
+                          "cdn.files.alw.test:443"))
+        r = self.h.curl(["-x", REPORT, "--proxy-header",
+                         "Proxy-Authorization: Bearer " + self.tok,
+                         "-d", "x"], "http://pypi.alw.test/upload")
+        self.assertEqual(r.status, 200, r)
+        a = self.report_audit("http.request")[-1]
+        self.assertEqual((a["decision"], a["reason"], a["route"]),
+                         ("report", "method_not_allowed", "pkgs"))
+
+    def test_report_still_refuses(self):
+        """Token failures and private destinations are refused in report
+        mode too."""
+        m = self.other.log.mark()
+        bad = self.tok[:-3] + ("AAA" if not self.tok.endswith("AAA")
+                               else "BBB")
+        r = self.h.curl(["-x", REPORT, "--proxy-header",
+                         "Proxy-Authorization: Bearer " + bad],
+                        "http://other.alw.test/")
+        self.assertEqual(r.status, 407, r)
+        self.assertEqual(r.header("Sluice-Deny"), "token_bad_signature", r)
+        r = self.h.curl(["-x", REPORT], "http://other.alw.test/")
+        self.assertEqual(r.status, 407, r)
+        self.assertNothingUpstream(self.other, m)
+        before = len(self.trap.accepts)
+        for host in ("meta.alw.test", "mapped.alw.test", "ten.alw.test"):
+            r = self.h.curl(["-x", REPORT, "--proxy-header",
+                             "Proxy-Authorization: Bearer " + self.tok],
+                            "http://%s/" % host)
+            self.assertEqual(r.header("Sluice-Deny"), "destination_denied",
+                             (host, r))
+            a = self.report_audit("http.request")[-1]
+            self.assertEqual((a["decision"], a["reason"]),
+                             ("deny", "destination_denied"))
+        self.assertEqual(self.trap.accepts[before:], [])
+
+    def check(self, doc, name):
+        path = self.h.write_policy(name, doc)
+        return st.run([st.ENV.bin, "check", "-c", path], check=False)
+
+    def test_check_warnings(self):
+        """sluice check warns (stderr, exit 0) about report mode, public
+        suffix wildcards, a TCP metrics listener and allow_private on an
+        allowlist route; a plain allowlist policy gets none of these."""
+        p = self.check(self.doc, "check-plain")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        err = p.stderr
+        for word in ("enforce", "public suffix", "metrics.listen",
+                     "allow_private"):
+            self.assertNotIn(word, err)
+        doc = json.loads(json.dumps(self.rdoc))
+        doc["routes"].append(allowlist_route("wide", ["*.com", "*.co.uk",
+                                                      "*.example.com"]))
+        doc["routes"][0]["upstream"]["allow_private"] = True
+        doc["metrics"] = {"listen": "127.0.0.1:9109"}
+        p = self.check(doc, "check-risky")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        err = p.stderr
+        self.assertIn('warning: enforce is "report"', err)
+        self.assertIn('routes[1].hosts[0] "*.com" covers a whole public '
+                      'suffix', err)
+        self.assertIn('routes[1].hosts[1] "*.co.uk" covers', err)
+        self.assertNotIn("*.example.com", err)
+        self.assertIn("metrics.listen 127.0.0.1:9109 is a TCP address", err)
+        self.assertIn('routes[0] "pkgs": upstream.allow_private on an '
+                      'allowlist route', err)
 
 
 if __name__ == "__main__":

@@ -1010,7 +1010,12 @@ static const struct err_row err_rows[] = {
 	 * Routes: an alias selects only one route (routes may share an
 	 * upstream: the token's audience picks among them).
 	 */
-	/* Allowlist routes and host patterns (issue 13). */
+	/* Allowlist routes and host patterns, report mode (issue 13). */
+	{ "enforce typo", BASE(",'enforce':'warn'"), "enforce: ", "report" },
+	{ "enforce not a string", BASE(",'enforce':true"), "enforce", "" },
+	{ "empty audience",
+	    POL(L_FWD, TOK, "{'audience':''," UP_A "}", NPOFF),
+	    "routes[0].audience: ", "empty" },
 	{ "bare * in hosts", ROUTE("'hosts':['*']," UP_AR),
 	    "routes[0].hosts[0]: ", "bare" },
 	{ "* inside a name", ROUTE("'hosts':['a.*.example.org']," UP_AR),
