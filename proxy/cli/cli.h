@@ -17,5 +17,7 @@ int cmd_admin(int argc, char **argv);     /* cmd_admin.c */
 /* "audit tail" and "audit stats"; argv[0] names which. */
 int cmd_audit_view(int argc, char **argv); /* cmd_audit_view.c */
 int cmd_certs(int argc, char **argv);      /* cmd_certs.c */
+/* "audit suggest"; argv[0] is "suggest". */
+int audit_suggest(int argc, char **argv); /* cmd_audit_suggest.c */
 
 #endif

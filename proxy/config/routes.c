@@ -200,8 +200,9 @@ load_route(struct cfctx *cx, const char *jp, const cJSON *it, struct route *rt)
 	int allow = cf_upstream_as_requested(it);
 	static const char *const keys[] = { "audience", "hosts", "methods",
 		"path_prefixes", "max_requests_per_token", "connect",
-		"upstream", "token_header", NULL };
-	const char *aud = NULL, *p, *th = NULL;
+		"upstream", "token_header", "comment", NULL };
+	const char *aud = NULL, *p, *th = NULL,
+		   *cm = NULL; /* comment: unused */
 	const cJSON *conn;
 	char sub[96];
 	size_t dup;
@@ -209,6 +210,7 @@ load_route(struct cfctx *cx, const char *jp, const cJSON *it, struct route *rt)
 	if (cf_keys(cx, jp, it, keys) == -1 ||
 	    cf_str(cx, jp, it, "audience", 1, &aud) == -1 ||
 	    cf_str(cx, jp, it, "token_header", 0, &th) == -1 ||
+	    cf_str(cx, jp, it, "comment", 0, &cm) == -1 ||
 	    cf_uint(cx, jp, it, "max_requests_per_token", 0, UINT32_MAX,
 		&rt->rt_max_requests) == -1)
 		return -1;

@@ -96,6 +96,9 @@ request_log(struct conn *c, enum reason r)
 	audit_add_cstr(a, "reason", reason_name(report ? rq->rq_would : r));
 	if (report && r != REASON_OK)
 		audit_add_cstr(a, "ended", reason_name(r));
+	/* The port a reported plain request named (its host has none). */
+	if (report && !rq->rq_connect && rq->rq_dest_port != 0)
+		audit_add_uint(a, "port", rq->rq_dest_port);
 	audit_add_cstr(a, "listener", lc != NULL ? lc->lc_name : "");
 	audit_add_cstr(a, "client", client);
 	audit_add_cstr(a, "route", route);

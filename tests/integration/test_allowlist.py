@@ -307,6 +307,75 @@ class TestAllowlist(st.ProxyTestCase):
                              ("deny", "destination_denied"))
         self.assertEqual(self.trap.accepts[before:], [])
 
+    def test_report_suggest(self):
+        """audit suggest on the report log prints routes that sluice check
+        accepts and that, loaded with report mode off, allow the same
+        requests."""
+        proxy = ["-x", REPORT, "--proxy-header",
+                 "Proxy-Authorization: Bearer " + self.tok]
+        r = self.h.curl(proxy, ["http://other.alw.test/who/a",
+                                "http://OTHER.alw.test./who/b?c=d"])
+        self.assertEqual(r.status, 200, r)
+        r = self.h.curl(proxy + ["--cacert", self.h.ca.cert],
+                        ["https://cdn.files.alw.test/x",
+                         "https://a.b.files.alw.test/y"])
+        self.assertEqual((r.connect_status, r.status), (200, 200), r)
+        p = st.run([st.ENV.bin, "audit", "suggest", "--audience", "drafted",
+                    self.rdoc["audit"]["path"]], check=False)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        routes = json.loads(p.stdout)
+        by_host = {tuple(r["hosts"]): r for r in routes}
+        self.assertIn(("other.alw.test",), by_host, routes)
+        o = by_host[("other.alw.test",)]
+        self.assertEqual((o["methods"], o["path_prefixes"],
+                          o["upstream"]["ports"], o["connect"]["enabled"]),
+                         (["GET"], ["/who"], [80], False), o)
+        self.assertRegex(o["comment"], r"[0-9]+ request\(s\) from 1 run")
+        self.assertTrue(by_host[("cdn.files.alw.test",)]["connect"]
+                        ["enabled"])
+        # --wildcards: the two names under files.alw.test become one.
+        p = st.run([st.ENV.bin, "audit", "suggest", "--wildcards",
+                    self.rdoc["audit"]["path"]], check=False)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        hosts = [r["hosts"] for r in json.loads(p.stdout)]
+        self.assertIn(["*.files.alw.test"], hosts)
+        self.assertNotIn(["cdn.files.alw.test"], hosts)
+        # Pasted into routes, with report mode off.
+        doc = self.h.policy("drafted", [pol.forward("fwd", "127.0.0.1:3130")],
+                            self.rdoc["routes"] + routes)
+        self.assertNotIn("enforce", doc)
+        c = self.check(doc, "drafted")
+        self.assertEqual(c.returncode, 0, c.stderr)
+        self.h.sluice("drafted", doc)
+        tok = self.h.token("drafted")
+        proxy = ["-x", "http://127.0.0.1:3130", "--proxy-header",
+                 "Proxy-Authorization: Bearer " + tok]
+        r = self.h.curl(proxy, "http://other.alw.test/who/a")
+        self.assertEqual(r.status, 200, r)
+        r = self.h.curl(proxy + ["--cacert", self.h.ca.cert],
+                        "https://a.b.files.alw.test/y")
+        self.assertEqual((r.connect_status, r.status), (200, 200), r)
+        r = self.h.curl(proxy, "http://other.alw.test/elsewhere")
+        self.assertEqual(r.header("Sluice-Deny"), "path_not_allowed", r)
+        with open(doc["audit"]["path"]) as f:
+            lines = [json.loads(x) for x in f if x.strip()]
+        self.assertEqual([e["decision"] for e in lines
+                          if e["event"] in ("http.request",
+                                            "connect.tunnel")],
+                         ["allow", "allow", "deny"])
+
+    def test_suggest_refuses_broken_chain(self):
+        path = os.path.join(self.h.tmp, "broken.jsonl")
+        with open(self.rdoc["audit"]["path"]) as f:
+            lines = f.readlines()
+        self.assertGreater(len(lines), 2)
+        lines[1] = lines[1].replace('"seq":2', '"seq":7')
+        with open(path, "w") as f:
+            f.writelines(lines)
+        p = st.run([st.ENV.bin, "audit", "suggest", path], check=False)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertEqual(p.stdout, "")
+
     def check(self, doc, name):
         path = self.h.write_policy(name, doc)
         return st.run([st.ENV.bin, "check", "-c", path], check=False)
