@@ -19,6 +19,7 @@ in sbx would see a dial to the third. Every other address is in
 
 import json
 import os
+import re
 import socket
 import sys
 import threading
@@ -406,6 +407,67 @@ class TestAllowlist(st.ProxyTestCase):
         self.assertIn("metrics.listen 127.0.0.1:9109 is a TCP address", err)
         self.assertIn('routes[0] "pkgs": upstream.allow_private on an '
                       'allowlist route', err)
+
+
+class TestAllowlistSidecar(st.ProxyTestCase):
+    """Sidecar mode: the kernel rules stay default-deny. A dial to an
+    allowlisted host puts its address (and port) in the dynamic set before
+    the connect, with the DNS TTL raised to the 60 s floor, and the element
+    is gone once that runs out; a private answer adds nothing."""
+    TAG = "allowsc"
+    X = 114
+    UP_HOSTS = (2, 53)
+
+    @classmethod
+    def build(cls):
+        h, t = cls.h, cls.h.topo
+        cls.pypi = h.fakeup("pypi", ["%s:80" % t.v4(2)])
+        cls.dns = st.DnsServer(h.up, t.v4(53), {
+            "pypi.alw.test": {"A": [t.v4(2)]},
+            "meta.alw.test": {"A": ["169.254.169.254"]},
+        }, ttl=1)
+        doc = h.policy("sc", [pol.forward("fwd", "127.0.0.1:808")],
+                       [allowlist_route("pkgs", ["pypi.alw.test",
+                                                 "meta.alw.test"],
+                                        ports=[80])])
+        doc["user"] = "daemon"
+        doc["netpolicy"] = {"mode": "sidecar", "table": "sluiceallow",
+                            "allow_loopback": True,
+                            "resolvers": [t.v4(53)], "log_group": 11,
+                            "flush_on_exit": True}
+        cls.sl = h.sluice("sc", doc)
+        cls.tok = h.token("pkgs")
+
+    def upstream_set(self):
+        return st.run(st.ns_exec(self.h.sbx, [
+            "nft", "list", "set", "inet", "sluiceallow", "upstream4"]),
+            check=False).stdout
+
+    def test_dynamic_set(self):
+        t = self.h.topo
+        elem = "%s . 80" % t.v4(2)
+        self.assertNotIn(elem, self.upstream_set())
+        proxy = ["-x", "http://127.0.0.1:808", "--proxy-header",
+                 "Proxy-Authorization: Bearer " + self.tok]
+        m = self.pypi.log.mark()
+        r = self.h.curl(proxy, "http://pypi.alw.test/simple/")
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(len(self.pypi.log.wait_for(m, "request")), 1)
+        listing = self.upstream_set()
+        self.assertRegex(listing, re.escape(elem) + r" timeout 1m")
+        # Only sluice's uid may use it: the sandbox's own dial is dropped.
+        r = self.h.curl(["--connect-timeout", "2"],
+                        "http://%s/direct" % t.v4(2), timeout=5)
+        self.assertNotEqual(r.status, 200, r)
+        # A private answer is refused and never reaches the set.
+        r = self.h.curl(proxy, "http://meta.alw.test/latest/")
+        self.assertEqual(r.header("Sluice-Deny"), "destination_denied", r)
+        self.assertNotIn("169.254", self.upstream_set())
+        # The element expires with its timeout (60 s floor; the DNS TTL
+        # was 1 s and nothing asked again).
+        self.assertTrue(st.wait_until(
+            lambda: elem not in self.upstream_set(), 75, step=1.0),
+            self.upstream_set())
 
 
 if __name__ == "__main__":
