@@ -741,6 +741,18 @@ netguard_upstream_addrs(const struct route *rt, const char *host, uint16_t port,
 				    ng.dyn[oldest].dy_expires)
 					oldest = j;
 			dy = &ng.dyn[oldest];
+			/*
+			 * The kernel's count stays bounded too: the element
+			 * closest to expiry goes now (a connection already
+			 * made with it goes on: established flows carry the
+			 * mark of the rule that let them out).
+			 */
+			if (np_set_del(ng.table,
+				dy->dy_v6 ? NP_SET_UPSTREAM6 : NP_SET_UPSTREAM4,
+				&dy->dy_elem, 1, why, sizeof(why)) == -1)
+				log_warnx("netpolicy: cannot evict an element: "
+					  "%s",
+				    why);
 		}
 		dy->dy_elem = el;
 		dy->dy_v6 = addrs[i].ss_family == AF_INET6;
