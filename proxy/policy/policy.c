@@ -167,13 +167,10 @@ route_for_norm(const struct config *cf, const struct uri *u, int connect)
 	if (!hostmatch_lookup(cf->cf_hosts, u->host, u->host_len,
 		u->host_type != URI_HOST_NAME, &hit))
 		return NULL;
-	for (i = 0; i < hit.hh_nvals; i++) {
-		const struct route *rt = &cf->cf_routes[hit.hh_vals[i]];
-
+	for (i = 0; i < hit.hh_nvals; i++)
 		if (hit.hh_vals[i] < cf->cf_nroutes &&
-		    route_selects(rt, u, connect))
-			return rt;
-	}
+		    route_selects(&cf->cf_routes[hit.hh_vals[i]], u, connect))
+			return &cf->cf_routes[hit.hh_vals[i]];
 	return NULL;
 }
 
