@@ -19,6 +19,7 @@
 #include "proxy/token/token.h"
 #include "proxy/util/ascii.h"
 #include "proxy/util/hostmatch.h"
+#include "proxy/util/util.h"
 
 /*
  * Element checks.
@@ -185,6 +186,28 @@ check_hosts_use(struct cfctx *cx, const char *jp, const struct route *rt)
 	if (rt->rt_up.uc_as_requested && rt->rt_intercept)
 		return cf_err(cx, jp,
 		    "connect.intercept: not supported on allowlist routes yet");
+	/* A literal private address would be refused at every dial. */
+	for (h = 0; h < rt->rt_nhosts && rt->rt_up.uc_as_requested &&
+	     !rt->rt_up.uc_allow_private;
+	     h++) {
+		struct sockaddr_storage ss;
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+		memset(&ss, 0, sizeof(ss));
+		if (inet_pton(AF_INET, rt->rt_hosts[h], &s4->sin_addr) == 1)
+			s4->sin_family = AF_INET;
+		else if (inet_pton(AF_INET6, rt->rt_hosts[h], &s6->sin6_addr) ==
+		    1)
+			s6->sin6_family = AF_INET6;
+		else
+			continue;
+		if (addr_private((struct sockaddr *)&ss))
+			return cf_err(cx, jp,
+			    "hosts[%zu]: %s is a private address (set "
+			    "upstream.allow_private)",
+			    h, rt->rt_hosts[h]);
+	}
 	for (h = 0; h < rt->rt_nhosts && rt->rt_intercept; h++)
 		if (rt->rt_hosts[h][0] == '*')
 			return cf_err(cx, jp,
