@@ -344,6 +344,12 @@ int np_flush(const char *table, char *why, size_t whylen);
  */
 int np_set_add(const char *table, const char *set, const struct np_elem *elems,
     size_t nelems, char *why, size_t whylen);
+/*
+ * Remove elements from a set of the table (family inet), present or not
+ * (each is added, then deleted, in one batch). Returns 0 or -1 with why.
+ */
+int np_set_del(const char *table, const char *set, const struct np_elem *elems,
+    size_t nelems, char *why, size_t whylen);
 
 /* One element to add to or delete from a set of the table. */
 struct np_set_change {

@@ -1160,3 +1160,28 @@ fail:
 	txn_free(&t, 0);
 	return -1;
 }
+
+int
+np_set_del(const char *table, const char *set, const struct np_elem *elems,
+    size_t nelems, char *why, size_t whylen)
+{
+	struct np_txn t;
+	int rc;
+
+	if (nelems == 0)
+		return 0;
+	if (txn_init(&t, why, whylen) == -1)
+		return -1;
+	/* Add first, so that the delete cannot fail on an expired one. */
+	if (txn_begin(&t) == -1 ||
+	    txn_elems_op(&t, table, set, 0, elems, nelems, 0) == -1 ||
+	    txn_elems_op(&t, table, set, 0, elems, nelems, 1) == -1 ||
+	    txn_end(&t) == -1) {
+		np_why(why, whylen, "netpolicy: cannot build the batch");
+		txn_free(&t, 0);
+		return -1;
+	}
+	rc = txn_run(&t, why, whylen);
+	txn_free(&t, rc == 0);
+	return rc;
+}

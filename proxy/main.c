@@ -33,7 +33,9 @@ static const struct command commands[] = {
 	    "sluice audit verify [--head STATE_DIR/audit.head] FILE...\n"
 	    "sluice audit tail [-f] [--deny] [--sub RUN] "
 	    "[--color=auto|always|never] FILE\n"
-	    "sluice audit stats FILE...\n" },
+	    "sluice audit stats FILE...\n"
+	    "sluice audit suggest [--wildcards] [--depth N] "
+	    "[--audience AUD] FILE...\n" },
 	{ "admin", cmd_admin,
 	    "sluice admin [-c POLICY.json | --socket PATH] "
 	    "status | reload | revoke JTI... | sandbox add ID IFACE ADDR... | "

@@ -21,9 +21,11 @@ int cmd_admin(int argc, char **argv);     /* cmd_admin.c */
 int cmd_audit_view(int argc, char **argv); /* cmd_audit_view.c */
 int cmd_certs(int argc, char **argv);      /* cmd_certs.c */
 int cmd_exec(int argc, char **argv);       /* cmd_exec.c */
+/* "audit suggest"; argv[0] is "suggest". */
+int audit_suggest(int argc, char **argv); /* cmd_audit_suggest.c */
 
 /*
- * cmd_token.c: sign a run token (sluice exec): sub, aud (1..TOKEN_MAX_AUD),
+ * cmd_token.c: sign a run token (sluice exec): sub, aud (naud of them),
  * iat now, exp now + ttl, a random jti, max_requests when > 0, kid when
  * the key has one. 0, or -1 (out too small, no randomness).
  */

@@ -479,7 +479,9 @@ cmd_audit_usage(FILE *f)
 	    "FILE...\n"
 	    "       sluice audit tail [-f] [--deny] [--sub RUN] "
 	    "[--color=auto|always|never] FILE\n"
-	    "       sluice audit stats FILE...\n");
+	    "       sluice audit stats FILE...\n"
+	    "       sluice audit suggest [--wildcards] [--depth N] "
+	    "[--audience AUD] FILE...\n");
 }
 
 int
@@ -497,6 +499,8 @@ cmd_audit(int argc, char **argv)
 	if (argc >= 2 &&
 	    (strcmp(argv[1], "tail") == 0 || strcmp(argv[1], "stats") == 0))
 		return cmd_audit_view(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "suggest") == 0)
+		return audit_suggest(argc - 1, argv + 1);
 	if (argc < 2 || strcmp(argv[1], "verify") != 0) {
 		cmd_audit_usage(stderr);
 		return SL_EXIT_USAGE;

@@ -47,7 +47,7 @@
 #define EXEC_PROXY      "127.0.0.1:3128"
 #define EXEC_REVERSE    8080 /* first reverse listener's port */
 #define EXEC_MAX_HOSTS  64   /* intercepted names (127.77.0.1 upward) */
-#define EXEC_MAX_ROUTES 16   /* reverse listeners, audiences */
+#define EXEC_MAX_ROUTES 64   /* audiences of the run token */
 #define EXEC_KID        "sluice-exec"
 #define EXEC_KEY_LEN    32 /* the run key's bytes (HS256) */
 #define SYSTEM_CA       "/etc/ssl/certs/ca-certificates.crt"
@@ -694,6 +694,37 @@ intercept_listeners(cJSON *ls, struct exec_ctx *x, const cJSON *rt)
 	return 0;
 }
 
+/* An audience for the run token, once (routes may share one). */
+static int
+aud_add(struct exec_ctx *x, const char *aud)
+{
+	size_t i;
+
+	for (i = 0; i < x->naud; i++)
+		if (strcmp(x->aud[i], aud) == 0)
+			return 0;
+	if (x->naud == EXEC_MAX_ROUTES) {
+		fprintf(stderr, "sluice: exec: at most %d audiences\n",
+		    EXEC_MAX_ROUTES);
+		return -1;
+	}
+	snprintf(x->aud_buf[x->naud], sizeof(x->aud_buf[x->naud]), "%s", aud);
+	x->aud[x->naud] = x->aud_buf[x->naud];
+	x->naud++;
+	return 0;
+}
+
+/* Whether route rt dials as requested (an allowlist route). */
+static int
+as_requested(const cJSON *rt)
+{
+	const cJSON *up = cJSON_GetObjectItemCaseSensitive(rt, "upstream");
+	const cJSON *mode = cJSON_GetObjectItemCaseSensitive(up, "mode");
+
+	return cJSON_IsString(mode) &&
+	    strcmp(mode->valuestring, "as_requested") == 0;
+}
+
 /* exec's listeners in place of the policy's; the audiences for the token. */
 static int
 exec_listeners(cJSON *root, struct exec_ctx *x, const char *profile_aud)
@@ -714,11 +745,13 @@ exec_listeners(cJSON *root, struct exec_ctx *x, const char *profile_aud)
 		aud = cJSON_GetObjectItemCaseSensitive(rt, "audience");
 		if (!cJSON_IsString(aud))
 			continue; /* refused by the load, with the field */
-		if (i == EXEC_MAX_ROUTES) {
-			fprintf(stderr, "sluice: exec: at most %d routes\n",
-			    EXEC_MAX_ROUTES);
+		if (aud_add(x, aud->valuestring) == -1)
 			return -1;
-		}
+		if (intercept_listeners(ls, x, rt) == -1)
+			return -1;
+		/* An allowlist route has no upstream for a base URL. */
+		if (as_requested(rt))
+			continue;
 		snprintf(listen, sizeof(listen), "127.0.0.1:%zu",
 		    EXEC_REVERSE + i);
 		snprintf(name, sizeof(name), "exec-reverse-%zu", i);
@@ -732,12 +765,6 @@ exec_listeners(cJSON *root, struct exec_ctx *x, const char *profile_aud)
 			    listen);
 			base_set = 1;
 		}
-		snprintf(x->aud_buf[x->naud], sizeof(x->aud_buf[x->naud]), "%s",
-		    aud->valuestring);
-		x->aud[x->naud] = x->aud_buf[x->naud];
-		x->naud++;
-		if (intercept_listeners(ls, x, rt) == -1)
-			return -1;
 		i++;
 	}
 	if (!base_set && i > 0)
@@ -846,10 +873,8 @@ mint_token(const struct exec_args *a, struct exec_ctx *x,
 		fprintf(stderr, "sluice: exec: the policy has no routes\n");
 		return -1;
 	}
-	if (cli_token_sign(&tk, sub, x->aud,
-		x->naud > TOKEN_MAX_AUD ? TOKEN_MAX_AUD : x->naud,
-		(int64_t)time(NULL), a->ttl, a->max_requests, tok,
-		toklen) == -1) {
+	if (cli_token_sign(&tk, sub, x->aud, x->naud, (int64_t)time(NULL),
+		a->ttl, a->max_requests, tok, toklen) == -1) {
 		fprintf(stderr, "sluice: exec: cannot sign the run token\n");
 		return -1;
 	}

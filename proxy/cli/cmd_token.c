@@ -160,7 +160,7 @@ add_int(cJSON *obj, const char *name, int64_t v)
 
 struct mint_args {
 	const char *key, *alg, *sub, *kid, *iss, *jti, *sbx;
-	const char *aud[TOKEN_MAX_AUD];
+	const char *aud[TOKEN_AUD_BYTES / 2]; /* at most: "a" and its NUL */
 	size_t naud;
 	int64_t ttl, max_requests, now;
 	int has_ttl, has_now;
@@ -224,7 +224,7 @@ cli_token_sign(const struct token_key *key, const char *sub,
 	int rc = -1;
 
 	memset(&a, 0, sizeof(a));
-	if (naud == 0 || naud > TOKEN_MAX_AUD ||
+	if (naud == 0 || naud > SL_NELEM(a.aud) ||
 	    RAND_bytes(rnd, sizeof(rnd)) != 1)
 		return -1;
 	for (i = 0; i < sizeof(rnd); i++)
@@ -278,7 +278,8 @@ mint_parse(int argc, char **argv, struct mint_args *a)
 			a->alg = optarg;
 			break;
 		case 'A':
-			if (a->naud == TOKEN_MAX_AUD || !claim_arg_ok(optarg))
+			if (a->naud == SL_NELEM(a->aud) ||
+			    !claim_arg_ok(optarg))
 				return -1;
 			a->aud[a->naud++] = optarg;
 			break;
@@ -405,7 +406,7 @@ print_claims(const struct token_claims *c)
 {
 	cJSON *o = cJSON_CreateObject(), *arr;
 	char *s;
-	size_t i;
+	size_t i, off;
 
 	if (o == NULL)
 		return;
@@ -414,9 +415,11 @@ print_claims(const struct token_claims *c)
 	if (c->has_iss)
 		cJSON_AddStringToObject(o, "iss", c->iss);
 	if ((arr = cJSON_AddArrayToObject(o, "aud")) != NULL)
-		for (i = 0; i < c->naud; i++)
+		for (i = 0, off = 0; i < c->naud && off < c->aud_len; i++) {
 			cJSON_AddItemToArray(arr,
-			    cJSON_CreateString(c->aud[i]));
+			    cJSON_CreateString(c->aud + off));
+			off += strlen(c->aud + off) + 1;
+		}
 	add_int(o, "exp", c->exp);
 	if (c->has_iat)
 		add_int(o, "iat", c->iat);

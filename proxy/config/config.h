@@ -46,7 +46,10 @@ struct upstream_header {
 };
 
 struct upstream_conf {
-	char *uc_url;
+	int uc_as_requested;   /* mode "as_requested": dial the host asked */
+	uint16_t uc_ports[16]; /* as_requested: the ports it may name */
+	size_t uc_nports;
+	char *uc_url;  /* NULL when as_requested, as are host and authority */
 	int uc_https;  /* scheme is https */
 	char *uc_host; /* lower case; IPv6 without brackets */
 	int uc_host_is_ip;
@@ -195,6 +198,8 @@ struct tokens_conf {
 	struct token_rules tc_rules; /* views of the fields above */
 };
 
+struct hostmatch;
+
 struct config {
 	int cf_refs;
 	uint64_t cf_gen; /* bumps at every successful load */
@@ -208,6 +213,14 @@ struct config {
 	struct tokens_conf cf_tokens;
 	struct route *cf_routes;
 	size_t cf_nroutes;
+	struct hostmatch *cf_hosts; /* routes by host name (hosts.c) */
+	/*
+	 * "enforce": "report": what no route allows is let through and
+	 * audited as "report"; cf_report_rt is the allowlist route such a
+	 * request is dialled on (audience "", not in cf_routes).
+	 */
+	int cf_report;
+	struct route *cf_report_rt;
 	struct limits cf_limits;
 	struct audit_conf cf_audit;
 	struct netpolicy_conf cf_np;

@@ -144,5 +144,18 @@ void cf_normalize_host(char *h);
 int cf_load_upstream(struct cfctx *cx, const char *rjp, const cJSON *r,
     struct upstream_conf *uc);
 void cf_upstream_free(struct upstream_conf *uc);
+/* Whether route r's upstream says "mode": "as_requested" (before loading). */
+int cf_upstream_as_requested(const cJSON *r);
+
+/*
+ * hosts.c: cx->cf->cf_hosts, the routes by host name, after every route
+ * loaded; refuses two routes a host would select at the same precedence.
+ * cf_host_key() writes the form a host is looked up by (an IPv6 literal
+ * canonical) into out[HOSTMATCH_BUF].
+ */
+int cf_build_hosts(struct cfctx *cx);
+/* Top-level "enforce" ("deny" or "report") and the report route. */
+int cf_load_enforce(struct cfctx *cx, const cJSON *root);
+void cf_host_key(const char *host, char *out);
 
 #endif

@@ -19,6 +19,7 @@
 #include "proxy/config/config.h"
 #include "proxy/config/config_int.h"
 #include "proxy/token/token.h"
+#include "proxy/util/hostmatch.h"
 
 static uint64_t config_generation;
 
@@ -98,8 +99,7 @@ config_load(const char *path, const struct config *prev, char *why,
 	static const char *const keys[] = { "user", "listeners", "tokens",
 		"routes", "limits", "audit", "netpolicy", "admin", "metrics",
 		"state_dir", "ready_file", "intercept", "exec", "sha256",
-		"sandboxes",
-		NULL };
+		"sandboxes", "enforce", NULL };
 	struct cfctx cx = { path, why, whylen, prev, NULL };
 	unsigned char *buf;
 	size_t len;
@@ -164,7 +164,8 @@ config_load(const char *path, const struct config *prev, char *why,
 	    cf_load_netpolicy(&cx, root) == -1 ||
 	    cf_load_sandboxes(&cx, root) == -1 ||
 	    cf_load_misc(&cx, root) == -1 || cf_load_routes(&cx, root) == -1 ||
-	    cf_link_listeners(&cx) == -1 || cf_check_resolvers(&cx) == -1 ||
+	    cf_load_enforce(&cx, root) == -1 || cf_link_listeners(&cx) == -1 ||
+	    cf_check_resolvers(&cx) == -1 ||
 	    cf_load_intercept(&cx, root) == -1 ||
 	    cf_check_intercept(&cx) == -1 || cf_load_exec(&cx, root) == -1 ||
 	    cf_load_tokens(&cx, root) == -1) {
@@ -202,6 +203,15 @@ config_unref(struct config *cf)
 		cf_upstream_free(&rt->rt_up);
 	}
 	free(cf->cf_routes);
+	hostmatch_free(cf->cf_hosts);
+	if (cf->cf_report_rt != NULL) {
+		free(cf->cf_report_rt->rt_audience);
+		cf_strlist_free(cf->cf_report_rt->rt_methods,
+		    cf->cf_report_rt->rt_nmethods);
+		cf_strlist_free(cf->cf_report_rt->rt_prefixes,
+		    cf->cf_report_rt->rt_nprefixes);
+		free(cf->cf_report_rt);
+	}
 	for (i = 0; i < cf->cf_tokens.tc_nkeys; i++) {
 		struct token_key *k = &cf->cf_tokens.tc_keys[i];
 

@@ -58,6 +58,17 @@ print_route(const struct route *rt)
 			    cJSON_CreateNumber(rt->rt_ports[i]));
 	}
 	u = cJSON_AddObjectToObject(r, "upstream");
+	if (uc->uc_as_requested) {
+		cJSON *ports;
+
+		cJSON_AddStringToObject(u, "mode", "as_requested");
+		ports = cJSON_AddArrayToObject(u, "ports");
+		for (i = 0; i < uc->uc_nports; i++)
+			cJSON_AddItemToArray(ports,
+			    cJSON_CreateNumber(uc->uc_ports[i]));
+		cJSON_AddBoolToObject(u, "allow_private", uc->uc_allow_private);
+		return r;
+	}
 	cJSON_AddStringToObject(u, "url", uc->uc_url);
 	if (uc->uc_ca_file != NULL)
 		cJSON_AddStringToObject(u, "ca_file", uc->uc_ca_file);
@@ -217,6 +228,8 @@ config_print(const struct config *cf, FILE *f)
 	add_str_or_null(o, "group", cf->cf_metrics_group);
 	cJSON_AddStringToObject(root, "state_dir", cf->cf_state_dir);
 	add_str_or_null(root, "ready_file", cf->cf_ready_file);
+	cJSON_AddStringToObject(root, "enforce",
+	    cf->cf_report ? "report" : "deny");
 	if (cf->cf_intercept.ic_on) {
 		const struct intercept_conf *ic = &cf->cf_intercept;
 

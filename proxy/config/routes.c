@@ -18,6 +18,8 @@
 #include "proxy/http/http1.h"
 #include "proxy/token/token.h"
 #include "proxy/util/ascii.h"
+#include "proxy/util/hostmatch.h"
+#include "proxy/util/util.h"
 
 /*
  * Element checks.
@@ -54,19 +56,33 @@ check_prefix(struct cfctx *cx, const char *jp, const char *s)
 static int
 check_host(struct cfctx *cx, const char *jp, const char *s)
 {
+	char buf[HOSTMATCH_BUF], lit[INET6_ADDRSTRLEN];
 	struct in6_addr a6;
-	struct uri u;
-	const char *why = "invalid";
+	struct in_addr a4;
+	const char *why = "invalid", *last;
+	size_t len = strlen(s);
 
-	/* A bare IPv6 literal is taken as if bracketed. */
-	if (inet_pton(AF_INET6, s, &a6) == 1)
+	/* An IPv6 literal, bare or bracketed; an IPv4 literal. */
+	if (inet_pton(AF_INET6, s, &a6) == 1 || inet_pton(AF_INET, s, &a4) == 1)
 		return 0;
-	memset(&u, 0, sizeof(u));
-	if (uri_parse_host(s, strlen(s), &u, &why) == -1)
+	if (len >= 2 && len - 2 < sizeof(lit) && s[0] == '[' &&
+	    s[len - 1] == ']') {
+		memcpy(lit, s + 1, len - 2);
+		lit[len - 2] = '\0';
+		if (inet_pton(AF_INET6, lit, &a6) == 1)
+			return 0;
+	}
+	if (strchr(s, ':') != NULL)
+		return cf_err(cx, jp, "\"%s\": no port allowed", s);
+	if (hostmatch_normalize(s, len, 1, buf, &why) == -1)
 		return cf_err(cx, jp,
 		    "\"%s\" is not a host name or address: %s", s, why);
-	if (u.has_port)
-		return cf_err(cx, jp, "\"%s\": no port allowed", s);
+	/* A wildcard over a numeric label would match IPv4 literals. */
+	last = strrchr(buf, '.');
+	last = last != NULL ? last + 1 : buf;
+	if (buf[0] == '*' && strspn(last, "0123456789") == strlen(last))
+		return cf_err(cx, jp,
+		    "\"%s\": a wildcard needs a name, not an address", s);
 	return 0;
 }
 
@@ -76,6 +92,10 @@ void
 cf_normalize_host(char *h)
 {
 	size_t len = strlen(h);
+
+	/* A name: lower case, no final dot (check_host() passed it). */
+	if (hostmatch_normalize(h, len, 1, h, NULL) >= 0)
+		return;
 
 	if (len >= 2 && h[0] == '[' && h[len - 1] == ']') {
 		memmove(h, h + 1, len - 2);
@@ -148,13 +168,64 @@ load_token_header(struct cfctx *cx, const char *jp, const char *th,
 	return 0;
 }
 
+/*
+ * Where wildcards and allowlist routes may be: an allowlist route names
+ * its hosts; a wildcard alias of a fixed route is fine (sluice dials the
+ * upstream whatever the name), but an intercepted one needs a leaf per
+ * name.
+ */
+static int
+check_hosts_use(struct cfctx *cx, const char *jp, const struct route *rt)
+{
+	size_t h;
+
+	if (rt->rt_up.uc_as_requested && rt->rt_nhosts == 0)
+		return cf_err(cx, jp,
+		    "hosts: an allowlist route (upstream.mode as_requested) "
+		    "needs at least one");
+	if (rt->rt_up.uc_as_requested && rt->rt_intercept)
+		return cf_err(cx, jp,
+		    "connect.intercept: not supported on allowlist routes yet");
+	/* A literal private address would be refused at every dial. */
+	for (h = 0; h < rt->rt_nhosts && rt->rt_up.uc_as_requested &&
+	     !rt->rt_up.uc_allow_private;
+	     h++) {
+		struct sockaddr_storage ss;
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+		memset(&ss, 0, sizeof(ss));
+		if (inet_pton(AF_INET, rt->rt_hosts[h], &s4->sin_addr) == 1)
+			s4->sin_family = AF_INET;
+		else if (inet_pton(AF_INET6, rt->rt_hosts[h], &s6->sin6_addr) ==
+		    1)
+			s6->sin6_family = AF_INET6;
+		else
+			continue;
+		if (addr_private((struct sockaddr *)&ss))
+			return cf_err(cx, jp,
+			    "hosts[%zu]: %s is a private address (set "
+			    "upstream.allow_private)",
+			    h, rt->rt_hosts[h]);
+	}
+	for (h = 0; h < rt->rt_nhosts && rt->rt_intercept; h++)
+		if (rt->rt_hosts[h][0] == '*')
+			return cf_err(cx, jp,
+			    "hosts[%zu]: \"%s\": an intercepting route takes "
+			    "exact names only",
+			    h, rt->rt_hosts[h]);
+	return 0;
+}
+
 static int
 load_route(struct cfctx *cx, const char *jp, const cJSON *it, struct route *rt)
 {
+	int allow = cf_upstream_as_requested(it);
 	static const char *const keys[] = { "audience", "hosts", "methods",
 		"path_prefixes", "max_requests_per_token", "connect",
-		"upstream", "token_header", NULL };
-	const char *aud = NULL, *p, *th = NULL;
+		"upstream", "token_header", "comment", NULL };
+	const char *aud = NULL, *p, *th = NULL,
+		   *cm = NULL; /* comment: unused */
 	const cJSON *conn;
 	char sub[96];
 	size_t dup;
@@ -162,6 +233,7 @@ load_route(struct cfctx *cx, const char *jp, const cJSON *it, struct route *rt)
 	if (cf_keys(cx, jp, it, keys) == -1 ||
 	    cf_str(cx, jp, it, "audience", 1, &aud) == -1 ||
 	    cf_str(cx, jp, it, "token_header", 0, &th) == -1 ||
+	    cf_str(cx, jp, it, "comment", 0, &cm) == -1 ||
 	    cf_uint(cx, jp, it, "max_requests_per_token", 0, UINT32_MAX,
 		&rt->rt_max_requests) == -1)
 		return -1;
@@ -181,7 +253,18 @@ load_route(struct cfctx *cx, const char *jp, const cJSON *it, struct route *rt)
 	    cf_strlist(cx, jp, it, "path_prefixes", &rt->rt_prefixes,
 		&rt->rt_nprefixes, check_prefix) == -1)
 		return -1;
-	/* Defaults: the model APIs are POST, and every path is allowed. */
+	/*
+	 * Defaults: the model APIs are POST, an allowlist route's hosts are
+	 * read (GET, HEAD), and every path is allowed.
+	 */
+	if (allow && rt->rt_methods == NULL) {
+		/* cf_strlist_default() leaves room for a second entry. */
+		if (cf_strlist_default(cx, jp, &rt->rt_methods,
+			&rt->rt_nmethods, "GET") == -1 ||
+		    (rt->rt_methods[1] = cf_strdup(cx, jp, "HEAD")) == NULL)
+			return -1;
+		rt->rt_nmethods = 2;
+	}
 	if (cf_strlist_default(cx, jp, &rt->rt_methods, &rt->rt_nmethods,
 		"POST") == -1 ||
 	    cf_strlist_default(cx, jp, &rt->rt_prefixes, &rt->rt_nprefixes,
@@ -202,9 +285,11 @@ load_route(struct cfctx *cx, const char *jp, const cJSON *it, struct route *rt)
 		return -1;
 	conn = cJSON_GetObjectItemCaseSensitive(it, "connect");
 	cf_sub(sub, sizeof(sub), jp, "connect");
-	if (load_connect(cx, sub, conn, rt) == -1)
+	rt->rt_connect = allow; /* an allowlist route's default */
+	if (load_connect(cx, sub, conn, rt) == -1 ||
+	    cf_load_upstream(cx, jp, it, &rt->rt_up) == -1)
 		return -1;
-	return cf_load_upstream(cx, jp, it, &rt->rt_up);
+	return check_hosts_use(cx, jp, rt);
 }
 
 static int
@@ -232,11 +317,13 @@ route_overlap(struct cfctx *cx, const char *jp, const struct route *rt,
 
 	for (h = 0; h < rt->rt_nhosts; h++)
 		if (in_list(o->rt_hosts, o->rt_nhosts, rt->rt_hosts[h]) ||
-		    strcmp(rt->rt_hosts[h], o->rt_up.uc_host) == 0)
+		    (o->rt_up.uc_host != NULL &&
+			strcmp(rt->rt_hosts[h], o->rt_up.uc_host) == 0))
 			return cf_err(cx, jp,
 			    "hosts[%zu]: \"%s\" also selects routes[%zu]", h,
 			    rt->rt_hosts[h], oidx);
-	if (in_list(o->rt_hosts, o->rt_nhosts, rt->rt_up.uc_host))
+	if (rt->rt_up.uc_host != NULL &&
+	    in_list(o->rt_hosts, o->rt_nhosts, rt->rt_up.uc_host))
 		return cf_err(cx, jp,
 		    "upstream.url: %s is listed in routes[%zu].hosts",
 		    rt->rt_up.uc_host, oidx);
@@ -263,19 +350,14 @@ cf_load_routes(struct cfctx *cx, const cJSON *root)
 		cf_idx(jp, sizeof(jp), "routes", i);
 		if (load_route(cx, jp, it, rt) == -1)
 			return -1;
-		for (j = 0; j < i; j++) {
-			const struct route *o = &cf->cf_routes[j];
-
-			if (strcmp(o->rt_audience, rt->rt_audience) == 0)
-				return cf_err(cx, jp,
-				    "audience: \"%s\" is used by routes[%zu]",
-				    rt->rt_audience, j);
-			if (route_overlap(cx, jp, rt, o, j) == -1)
+		/* Routes may share an audience (a token lists few). */
+		for (j = 0; j < i; j++)
+			if (route_overlap(cx, jp, rt, &cf->cf_routes[j], j) ==
+			    -1)
 				return -1;
-		}
 		i++;
 	}
-	return 0;
+	return cf_build_hosts(cx);
 }
 
 const struct route *

@@ -358,6 +358,9 @@ cf_check_resolvers(struct cfctx *cx)
 		if (!cf->cf_routes[i].rt_up.uc_host_is_ip)
 			return cf_err(cx, "netpolicy.resolvers",
 			    "required in sidecar mode: routes[%zu] names its upstream by host name (%s)",
-			    i, cf->cf_routes[i].rt_up.uc_host);
+			    i,
+			    cf->cf_routes[i].rt_up.uc_host != NULL ?
+				cf->cf_routes[i].rt_up.uc_host :
+				"as requested");
 	return 0;
 }

@@ -228,19 +228,62 @@ load_upstream_tls(struct cfctx *cx, const char *jp, const cJSON *up,
 }
 
 int
+cf_upstream_as_requested(const cJSON *r)
+{
+	const cJSON *up = cJSON_GetObjectItemCaseSensitive(r, "upstream");
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(up, "mode");
+
+	return cJSON_IsString(m) && strcmp(m->valuestring, "as_requested") == 0;
+}
+
+/*
+ * An allowlist upstream (at jp): "mode": "as_requested" dials the host a
+ * request names, on one of "ports" (default 443), checked as any upstream
+ * is. What configures one fixed upstream has no meaning here.
+ */
+static int
+load_as_requested(struct cfctx *cx, const char *jp, const cJSON *up,
+    struct upstream_conf *uc)
+{
+	static const char *const keys[] = { "mode", "ports", "allow_private",
+		NULL };
+
+	uc->uc_as_requested = 1;
+	if (cf_keys(cx, jp, up, keys) == -1 ||
+	    cf_bool(cx, jp, up, "allow_private", &uc->uc_allow_private) == -1 ||
+	    cf_ports(cx, jp, up, 0, uc->uc_ports, SL_NELEM(uc->uc_ports),
+		&uc->uc_nports) == -1)
+		return -1;
+	if (uc->uc_nports == 0) {
+		uc->uc_ports[0] = 443;
+		uc->uc_nports = 1;
+	}
+	return 0;
+}
+
+int
 cf_load_upstream(struct cfctx *cx, const char *rjp, const cJSON *r,
     struct upstream_conf *uc)
 {
-	static const char *const keys[] = { "url", "ca_file", "pin_sha256",
-		"allow_private", "allow_plaintext", "headers", "strip_token",
-		NULL };
+	static const char *const keys[] = { "mode", "url", "ca_file",
+		"pin_sha256", "allow_private", "allow_plaintext", "headers",
+		"strip_token", NULL };
 	const cJSON *up = cJSON_GetObjectItemCaseSensitive(r, "upstream");
-	const char *url = NULL, *ca = NULL;
+	const char *url = NULL, *ca = NULL, *mode = NULL;
 	char jp[96], sub[128];
 
 	cf_sub(jp, sizeof(jp), rjp, "upstream");
 	if (up == NULL)
 		return cf_err(cx, rjp, "missing \"upstream\"");
+	if (cf_str(cx, jp, up, "mode", 0, &mode) == -1)
+		return -1;
+	cf_sub(sub, sizeof(sub), jp, "mode");
+	if (mode != NULL && strcmp(mode, "as_requested") == 0)
+		return load_as_requested(cx, jp, up, uc);
+	if (mode != NULL && strcmp(mode, "fixed") != 0)
+		return cf_err(cx, sub,
+		    "\"%s\": must be \"fixed\" (url) or \"as_requested\"",
+		    mode);
 	if (cf_keys(cx, jp, up, keys) == -1 ||
 	    cf_str(cx, jp, up, "url", 1, &url) == -1 ||
 	    cf_str(cx, jp, up, "ca_file", 0, &ca) == -1 ||

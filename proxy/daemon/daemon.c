@@ -166,6 +166,7 @@ warn_policy(const struct config *cf)
 	warn_injection_open_egress(cf);
 	warn_fd_limit(cf);
 	warn_sandboxes(cf);
+	warn_allowlist(cf);
 }
 
 void
@@ -655,10 +656,10 @@ prune_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-resolved_cb(const struct route *rt, const struct sockaddr_storage *addrs,
-    size_t n, uint32_t ttl)
+resolved_cb(const struct route *rt, const char *host, uint16_t port,
+    const struct sockaddr_storage *addrs, size_t n, uint32_t ttl)
 {
-	netguard_upstream_addrs(rt, addrs, n, ttl);
+	netguard_upstream_addrs(rt, host, port, addrs, n, ttl);
 }
 
 /* Whether uid/gid could read path by its mode bits (no ACLs). */

@@ -79,6 +79,14 @@ int serve(const struct run_opts *);
 void warn_unprivileged_ports(const struct config *cf);
 /* Every warning about a policy (the ports above, injection, ...). */
 void warn_policy(const struct config *cf);
+/*
+ * warn_allow.c: report mode, public-suffix wildcards, a TCP metrics
+ * listener the sandbox reaches, allow_private on an allowlist route.
+ * warn_public_suffix(): host is "*.S" with S on the built-in (partial)
+ * list of common public suffixes.
+ */
+void warn_allowlist(const struct config *cf);
+int warn_public_suffix(const char *host);
 
 /*
  * revwatch.c: tokens.revoked_file watched with inotify (its directory, so
@@ -138,10 +146,14 @@ int netguard_prepare(const struct config *cf, struct np_ruleset **rsp,
 int netguard_commit(const struct config *cf, struct np_ruleset *rs, char *why,
     size_t whylen);
 /*
- * A route's upstream resolved to addrs: allow sluice's uid to them on the
- * route's port for max(ttl, 60) seconds (sidecar mode; else a no-op).
+ * host, a destination of rt (its upstream, or a host an allowlist route
+ * was asked for), resolved to addrs: allow sluice's uid to them on port
+ * for max(ttl, 60) seconds (sidecar mode; else a no-op). Synchronous: the
+ * kernel has the elements when it returns. At most 1,024 are remembered
+ * (for a re-apply); past that the one closest to expiry is replaced.
  */
-void netguard_upstream_addrs(const struct route *rt,
+void
+netguard_upstream_addrs(const struct route *rt, const char *host, uint16_t port,
     const struct sockaddr_storage *addrs, size_t n, uint32_t ttl);
 /*
  * Gateway mode: one sandbox in (add) and/or one out (del) of the kernel's

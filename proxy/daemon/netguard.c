@@ -45,6 +45,7 @@ struct ng_dyn {
 	int dy_v6;
 	char dy_host[NG_HOST_MAX]; /* the route's upstream host */
 	uint16_t dy_port;
+	int dy_allowlist;  /* a host an allowlist route was asked for */
 	time_t dy_expires; /* CLOCK_MONOTONIC seconds */
 };
 
@@ -326,6 +327,7 @@ ng_dyn_prune(void)
 		else
 			i++;
 	}
+	metrics_kernel_dynamic(ng.ndyn);
 }
 
 /*
@@ -685,7 +687,27 @@ netguard_start(const struct proxy_env *env, int enabled, char *why,
 	return 0;
 }
 
-/* Keep the dynamic elements whose upstream is still configured. */
+/* Whether an allowlist route of cf dials port (its hosts were asked). */
+static int
+ng_allowlist_port(const struct config *cf, uint16_t port)
+{
+	size_t r, p;
+
+	for (r = 0; r < cf->cf_nroutes; r++) {
+		const struct upstream_conf *uc = &cf->cf_routes[r].rt_up;
+
+		for (p = 0; uc->uc_as_requested && p < uc->uc_nports; p++)
+			if (uc->uc_ports[p] == port)
+				return 1;
+	}
+	return 0;
+}
+
+/*
+ * Keep the dynamic elements whose upstream is still configured (for an
+ * allowlist destination: a port an allowlist route still dials; they
+ * expire with their TTL).
+ */
 static void
 ng_dyn_retain(const struct config *cf)
 {
@@ -693,7 +715,9 @@ ng_dyn_retain(const struct config *cf)
 	int keep;
 
 	while (i < ng.ndyn) {
-		for (keep = 0, r = 0; r < cf->cf_nroutes && !keep; r++) {
+		keep = ng.dyn[i].dy_allowlist &&
+		    ng_allowlist_port(cf, ng.dyn[i].dy_port);
+		for (r = 0; r < cf->cf_nroutes && !keep; r++) {
 			const struct upstream_conf *uc =
 			    &cf->cf_routes[r].rt_up;
 
@@ -785,7 +809,7 @@ netguard_reload(const struct config *cf, char *why, size_t whylen)
 }
 
 void
-netguard_upstream_addrs(const struct route *rt,
+netguard_upstream_addrs(const struct route *rt, const char *host, uint16_t port,
     const struct sockaddr_storage *addrs, size_t n, uint32_t ttl)
 {
 	struct np_elem *e4, *e6;
@@ -796,9 +820,14 @@ netguard_upstream_addrs(const struct route *rt,
 	struct ng_dyn *dy;
 	time_t now;
 
-	/* Only sidecar rules restrict sluice's own traffic. */
-	if (!ng.enabled || ng.mode != NETPOLICY_SIDECAR || uc->uc_host_is_ip ||
-	    uc->uc_host == NULL || strlen(uc->uc_host) >= NG_HOST_MAX)
+	/*
+	 * Only sidecar rules restrict sluice's own traffic. A fixed
+	 * upstream's literal address is a static element already; an
+	 * allowlist route's destinations, literal or not, are all dynamic.
+	 */
+	if (!ng.enabled || ng.mode != NETPOLICY_SIDECAR ||
+	    (uc->uc_host_is_ip && !uc->uc_as_requested) || host == NULL ||
+	    strlen(host) >= NG_HOST_MAX)
 		return;
 	/* A floor: a short TTL must not race the connect that follows. */
 	timeout = ttl > NP_DYN_TIMEOUT_MIN ? ttl : NP_DYN_TIMEOUT_MIN;
@@ -809,7 +838,7 @@ netguard_upstream_addrs(const struct route *rt,
 	if (e4 == NULL || e6 == NULL) {
 		log_warnx("netpolicy: cannot allow %s's addresses: out of "
 			  "memory",
-		    uc->uc_host);
+		    host);
 		free(e4);
 		free(e6);
 		return;
@@ -818,7 +847,7 @@ netguard_upstream_addrs(const struct route *rt,
 		struct np_elem el;
 
 		if (np_elem_addr_port(&el, (const struct sockaddr *)&addrs[i],
-			uc->uc_port, timeout) == -1)
+			port, timeout) == -1)
 			continue;
 		if (addrs[i].ss_family == AF_INET6)
 			e6[n6++] = el;
@@ -837,11 +866,24 @@ netguard_upstream_addrs(const struct route *rt,
 				    ng.dyn[oldest].dy_expires)
 					oldest = j;
 			dy = &ng.dyn[oldest];
+			/*
+			 * The kernel's count stays bounded too: the element
+			 * closest to expiry goes now (a connection already
+			 * made with it goes on: established flows carry the
+			 * mark of the rule that let them out).
+			 */
+			if (np_set_del(ng.table,
+				dy->dy_v6 ? NP_SET_UPSTREAM6 : NP_SET_UPSTREAM4,
+				&dy->dy_elem, 1, why, sizeof(why)) == -1)
+				log_warnx("netpolicy: cannot evict an element: "
+					  "%s",
+				    why);
 		}
 		dy->dy_elem = el;
 		dy->dy_v6 = addrs[i].ss_family == AF_INET6;
-		snprintf(dy->dy_host, sizeof(dy->dy_host), "%s", uc->uc_host);
-		dy->dy_port = uc->uc_port;
+		snprintf(dy->dy_host, sizeof(dy->dy_host), "%s", host);
+		dy->dy_port = port;
+		dy->dy_allowlist = uc->uc_as_requested;
 		dy->dy_expires = now + (time_t)timeout;
 	}
 	/*
@@ -853,8 +895,9 @@ netguard_upstream_addrs(const struct route *rt,
 		-1 ||
 	    np_set_add(ng.table, NP_SET_UPSTREAM6, e6, n6, why, sizeof(why)) ==
 		-1)
-		log_warnx("netpolicy: cannot allow %s's addresses: %s",
-		    uc->uc_host, why);
+		log_warnx("netpolicy: cannot allow %s's addresses: %s", host,
+		    why);
+	metrics_kernel_dynamic(ng.ndyn);
 	free(e4);
 	free(e6);
 }

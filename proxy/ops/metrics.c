@@ -47,9 +47,9 @@
 #define METRICS_MAX_CONNS      16   /* scrapes at once; more: 503 */
 
 /* decision labels; "error" is an upstream failure, not a policy denial. */
-enum { M_DENY = 0, M_ALLOW = 1, M_ERROR = 2, M__DECISIONS };
+enum { M_DENY = 0, M_ALLOW = 1, M_ERROR = 2, M_REPORT = 3, M__DECISIONS };
 static const char *const metrics_decision_names[M__DECISIONS] = { "deny",
-	"allow", "error" };
+	"allow", "error", "report" };
 static const char *const metrics_uperr_names[METRICS_UPERR__COUNT] = {
 	[METRICS_UPERR_DNS] = "dns",
 	[METRICS_UPERR_DESTINATION] = "destination",
@@ -107,6 +107,7 @@ static struct {
 	uint64_t m_net_drops;
 	uint64_t m_rule_packets;
 	uint64_t m_rule_bytes;
+	uint64_t m_dyn_elems;  /* sluice's dynamic kernel set elements */
 	uint64_t m_reloads[2]; /* [0] failed, [1] ok */
 	time_t m_started;      /* process start (first metrics call) */
 	time_t m_policy_time;  /* a policy was put in force (start, reload) */
@@ -240,7 +241,9 @@ metrics_count(uint64_t (*tab)[REASON__COUNT], int allow, enum reason r)
 	/* An out-of-range reason is a caller bug: never index with it. */
 	if ((unsigned)r >= REASON__COUNT)
 		return;
-	if (reason_is_upstream(r))
+	if (allow == METRICS_REPORT)
+		tab[M_REPORT][r]++;
+	else if (reason_is_upstream(r))
 		tab[M_ERROR][r]++;
 	else
 		tab[allow ? M_ALLOW : M_DENY][r]++;
@@ -376,6 +379,12 @@ metrics_kernel_rule_drops(uint64_t packets, uint64_t bytes)
 {
 	m.m_rule_packets = packets;
 	m.m_rule_bytes = bytes;
+}
+
+void
+metrics_kernel_dynamic(uint64_t n)
+{
+	m.m_dyn_elems = n;
 }
 
 void
@@ -837,7 +846,11 @@ metrics_render(struct evbuffer *b)
 		m.m_rule_packets) == -1 ||
 	    metrics_u64(b, "sluice_kernel_drop_rule_bytes_total", "counter",
 		"Bytes counted by the drop rules' own counters.",
-		m.m_rule_bytes) == -1)
+		m.m_rule_bytes) == -1 ||
+	    metrics_u64(b, "sluice_kernel_dynamic_set_elements", "gauge",
+		"Upstream addresses sluice put in the kernel's dynamic sets "
+		"(sidecar mode; bounded, oldest evicted).",
+		m.m_dyn_elems) == -1)
 		return -1;
 	if (metrics_family(b, "sluice_policy_reloads_total", "counter",
 		"Policy reloads by outcome.") == -1 ||

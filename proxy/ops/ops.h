@@ -130,6 +130,11 @@ int audit_verify(const char *const *files, size_t nfiles, const char *head,
 
 /* Register the policy's route audiences as labels (kept across reloads). */
 void metrics_configure(const struct config *);
+/*
+ * allow: 0 (deny), 1 (allow) or METRICS_REPORT (let through by enforce
+ * "report", with the reason it would have had).
+ */
+#define METRICS_REPORT 2
 void metrics_request(const char *route, int allow, enum reason,
     uint64_t bytes_in, uint64_t bytes_out, double seconds);
 void metrics_tunnel(const char *route, int allow, enum reason,
@@ -161,6 +166,8 @@ void metrics_reload(int ok);
 #define METRICS_MAX_SANDBOXES 64
 void metrics_sandbox_request(const char *id, int allow, enum reason);
 void metrics_sandbox_conn(const char *id, int delta);
+/* Elements sluice keeps in the kernel's dynamic upstream sets. */
+void metrics_kernel_dynamic(uint64_t n);
 /* A response field that held an injected secret was dropped. */
 void metrics_secret_header(void);
 /*

@@ -14,6 +14,7 @@
 #include "proxy/config/config.h"
 #include "proxy/http/http1.h"
 #include "proxy/policy/policy.h"
+#include "proxy/util/hostmatch.h"
 #include "proxy/util/util.h"
 
 /* Host equality: IPv6 literals by value, everything else case-insensitive. */
@@ -59,7 +60,8 @@ upstream_selects(const struct route *rt, const struct uri *u, int connect)
 {
 	const struct upstream_conf *uc = &rt->rt_up;
 
-	if (!host_eq(u->host, u->host_len, uc->uc_host, strlen(uc->uc_host)))
+	if (uc->uc_host == NULL ||
+	    !host_eq(u->host, u->host_len, uc->uc_host, strlen(uc->uc_host)))
 		return 0;
 	if (!connect)
 		return 1;
@@ -67,12 +69,41 @@ upstream_selects(const struct route *rt, const struct uri *u, int connect)
 				  u->port == uc->uc_port;
 }
 
-/* An alias in hosts selects its route on any port, never for CONNECT. */
+/*
+ * An allowlist route dials the host asked, on one of its ports: plain
+ * http:// (sluice does not originate TLS for an absolute-form https://
+ * target: a client tunnels with CONNECT) or a CONNECT.
+ */
 static int
-alias_selects(const struct route *rt, const struct uri *u, int connect)
+allowlist_selects(const struct route *rt, const struct uri *u, int connect)
 {
-	size_t h;
+	const struct upstream_conf *uc = &rt->rt_up;
+	size_t i;
 
+	if (!connect && u->https)
+		return 0;
+	for (i = 0; i < uc->uc_nports; i++)
+		if (uc->uc_ports[i] == u->port)
+			return 1;
+	return 0;
+}
+
+/*
+ * Whether rt, whose hosts or upstream host the target's host matched,
+ * takes the request. An alias in hosts selects its route on any port,
+ * never for a raw CONNECT.
+ */
+static int
+route_selects(const struct route *rt, const struct uri *u, int connect)
+{
+	const struct upstream_conf *uc = &rt->rt_up;
+
+	if (uc->uc_as_requested)
+		return allowlist_selects(rt, u, connect);
+	if (upstream_selects(rt, u, connect))
+		return 1;
+	if (host_eq(u->host, u->host_len, uc->uc_host, strlen(uc->uc_host)))
+		return 0; /* the upstream's host, on another port */
 	/*
 	 * Aliases name the route, not a destination: sluice always connects
 	 * to the upstream, so the port the client wrote does not matter. A
@@ -80,30 +111,78 @@ alias_selects(const struct route *rt, const struct uri *u, int connect)
 	 * does not carry, so a raw CONNECT takes none; an intercepted one
 	 * does (sluice is the TLS server there, with a leaf for the alias).
 	 */
-	if (connect && (!rt->rt_intercept || !intercept_port(rt, u->port)))
-		return 0;
-	for (h = 0; h < rt->rt_nhosts; h++)
-		if (host_eq(u->host, u->host_len, rt->rt_hosts[h],
-			strlen(rt->rt_hosts[h])))
-			return 1;
+	return !connect || (rt->rt_intercept && intercept_port(rt, u->port));
+}
+
+/*
+ * u with its host as routes are keyed (hostmatch_normalize(): lower case,
+ * no final dot; an IPv6 literal canonical) in buf, into *out. -1: a host
+ * no route can name.
+ */
+static int
+norm_uri(const struct uri *u, struct uri *out, char *buf)
+{
+	char lit[INET6_ADDRSTRLEN];
+	struct in6_addr a6;
+	int n;
+
+	*out = *u;
+	if (u->host == NULL || u->host_len == 0)
+		return -1;
+	if (u->host_type == URI_HOST_V6) {
+		if (u->host_len >= sizeof(lit))
+			return -1;
+		memcpy(lit, u->host, u->host_len);
+		lit[u->host_len] = '\0';
+		if (inet_pton(AF_INET6, lit, &a6) != 1 ||
+		    inet_ntop(AF_INET6, &a6, buf, HOSTMATCH_BUF) == NULL)
+			return -1;
+		n = (int)strlen(buf);
+	} else if (u->host_type == URI_HOST_V4) {
+		if (u->host_len > HOSTMATCH_NAME_MAX)
+			return -1;
+		memcpy(buf, u->host, u->host_len);
+		buf[u->host_len] = '\0';
+		n = (int)u->host_len;
+	} else if ((n = hostmatch_normalize(u->host, u->host_len, 0, buf,
+			NULL)) == -1)
+		return -1;
+	out->host = buf;
+	out->host_len = (size_t)n;
 	return 0;
+}
+
+/*
+ * The route a normalized target selects: the most specific key its host
+ * matches (the exact name, else the longest wildcard suffix) decides,
+ * and among that key's routes the first (in policy order) that takes the
+ * request. A less specific key is never tried: exact beats wildcard.
+ */
+static const struct route *
+route_for_norm(const struct config *cf, const struct uri *u, int connect)
+{
+	struct hostmatch_hit hit;
+	size_t i;
+
+	if (!hostmatch_lookup(cf->cf_hosts, u->host, u->host_len,
+		u->host_type != URI_HOST_NAME, &hit))
+		return NULL;
+	for (i = 0; i < hit.hh_nvals; i++)
+		if (hit.hh_vals[i] < cf->cf_nroutes &&
+		    route_selects(&cf->cf_routes[hit.hh_vals[i]], u, connect))
+			return &cf->cf_routes[hit.hh_vals[i]];
+	return NULL;
 }
 
 const struct route *
 policy_route_for(const struct config *cf, const struct uri *u, int connect)
 {
-	size_t i;
+	char buf[HOSTMATCH_BUF];
+	struct uri nu;
 
-	if (u == NULL || u->host == NULL)
+	if (u == NULL || norm_uri(u, &nu, buf) == -1)
 		return NULL;
-	for (i = 0; i < cf->cf_nroutes; i++) {
-		const struct route *rt = &cf->cf_routes[i];
-
-		if (upstream_selects(rt, u, connect) ||
-		    alias_selects(rt, u, connect))
-			return rt;
-	}
-	return NULL;
+	return route_for_norm(cf, &nu, connect);
 }
 
 /*
@@ -186,18 +265,72 @@ path_allowed(const struct route *rt, const char *p, size_t len)
 	return 0;
 }
 
+/*
+ * enforce "report" (docs/config.md): a request refused for would (its
+ * route, method or path) goes through all the same, as an allowlist
+ * route for exactly the host asked would take it when no route was
+ * found, else on the route found. Token failures, a revoked token, a
+ * path that must be refused rather than normalized, a host no route can
+ * name and an https:// target sluice cannot dial stay refused; private
+ * destinations are refused when dialled.
+ */
+static enum reason
+report(const struct config *cf, const struct req_view *v, const struct uri *u,
+    int64_t now, enum reason would, struct decision *out)
+{
+	size_t bad;
+	enum reason r;
+
+	out->de_reason = would;
+	if (!cf->cf_report || v->rv_claims == NULL || v->rv_revoked)
+		return would;
+	if (!v->rv_connect && u->path != NULL &&
+	    path_check(u->path, u->path_len, &bad) == -1)
+		return would;
+	if (would == REASON_ROUTE_NOT_FOUND) {
+		if (v->rv_listener->lc_type != LISTENER_FORWARD ||
+		    cf->cf_report_rt == NULL || u->host_len == 0 ||
+		    u->host_len >= sizeof(out->de_dest) ||
+		    (!v->rv_connect && u->https))
+			return would;
+		/* Every claim but the audience, which names no route here. */
+		r = token_check_claims(v->rv_claims, &cf->cf_tokens.tc_rules,
+		    NULL, now);
+		if (r != REASON_TOKEN_WRONG_AUDIENCE)
+			return out->de_reason = r;
+		out->de_route = cf->cf_report_rt;
+		memcpy(out->de_dest, u->host, u->host_len);
+		out->de_dest[u->host_len] = '\0';
+		out->de_dest_port = u->port;
+	}
+	out->de_report = 1;
+	out->de_would = would;
+	out->de_budget_limit = 0;
+	return out->de_reason = REASON_OK;
+}
+
 enum reason
-policy_decide(const struct config *cf, const struct req_view *v, int64_t now,
+policy_decide(const struct config *cf, const struct req_view *v0, int64_t now,
     struct decision *out)
 {
+	char hbuf[HOSTMATCH_BUF];
 	const struct route *rt;
-	const struct uri *u = v->rv_uri;
+	struct req_view vn, *v = &vn;
+	struct uri nu;
+	const struct uri *u = v0->rv_uri;
 	enum reason r;
 
 	memset(out, 0, sizeof(*out));
 	out->de_reason = REASON_BAD_REQUEST;
-	if (v->rv_listener == NULL || u == NULL)
+	if (v0->rv_listener == NULL || u == NULL)
 		return out->de_reason;
+	/* A forward target's host as routes are keyed (trailing dot, case). */
+	vn = *v0;
+	if (u->form != URI_ORIGIN && u->host != NULL) {
+		if (norm_uri(u, &nu, hbuf) == -1)
+			nu.host_len = 0; /* selects nothing */
+		vn.rv_uri = u = &nu;
+	}
 
 	/* Nothing goes upstream while the record of it cannot be written. */
 	if (v->rv_audit_failed)
@@ -214,7 +347,7 @@ policy_decide(const struct config *cf, const struct req_view *v, int64_t now,
 	if (v->rv_connect && v->rv_token == REASON_TOKEN_MISSING &&
 	    v->rv_listener->lc_type == LISTENER_FORWARD &&
 	    u->form == URI_AUTHORITY &&
-	    (rt = policy_route_for(cf, u, 1)) != NULL && rt->rt_intercept) {
+	    (rt = route_for_norm(cf, u, 1)) != NULL && rt->rt_intercept) {
 		out->de_route = rt;
 		return out->de_reason = REASON_OK;
 	}
@@ -232,10 +365,16 @@ policy_decide(const struct config *cf, const struct req_view *v, int64_t now,
 	} else {
 		if (u->form != (v->rv_connect ? URI_AUTHORITY : URI_ABSOLUTE))
 			return out->de_reason = REASON_BAD_REQUEST;
-		rt = policy_route_for(cf, u, v->rv_connect);
+		rt = route_for_norm(cf, u, v->rv_connect);
 	}
 	if (rt == NULL)
-		return out->de_reason = REASON_ROUTE_NOT_FOUND;
+		return report(cf, v, u, now, REASON_ROUTE_NOT_FOUND, out);
+	/* An allowlist route dials the host asked, as the routes saw it. */
+	if (rt->rt_up.uc_as_requested && u->host_len < sizeof(out->de_dest)) {
+		memcpy(out->de_dest, u->host, u->host_len);
+		out->de_dest[u->host_len] = '\0';
+		out->de_dest_port = u->port;
+	}
 
 	if (v->rv_listener->lc_type == LISTENER_REVERSE)
 		r = token_check_claims(v->rv_claims, &cf->cf_tokens.tc_rules,
@@ -256,14 +395,17 @@ policy_decide(const struct config *cf, const struct req_view *v, int64_t now,
 
 	if (v->rv_connect) {
 		if (!rt->rt_connect && !rt->rt_intercept)
-			return out->de_reason = REASON_METHOD_NOT_ALLOWED;
+			return report(cf, v, u, now, REASON_METHOD_NOT_ALLOWED,
+			    out);
 		if (rt->rt_intercept)
 			return out->de_reason = REASON_OK; /* no charge */
 	} else {
 		if (!method_allowed(rt, v->rv_method, v->rv_method_len))
-			return out->de_reason = REASON_METHOD_NOT_ALLOWED;
+			return report(cf, v, u, now, REASON_METHOD_NOT_ALLOWED,
+			    out);
 		if (!path_allowed(rt, u->path, u->path_len))
-			return out->de_reason = REASON_PATH_NOT_ALLOWED;
+			return report(cf, v, u, now, REASON_PATH_NOT_ALLOWED,
+			    out);
 	}
 
 	out->de_budget_limit = policy_budget_limit(rt, v->rv_claims);

@@ -37,6 +37,16 @@ struct decision {
 	enum reason de_reason;
 	const struct route *de_route; /* the matched route, if any */
 	uint64_t de_budget_limit;     /* 0: no limit to charge against */
+	/* An allowlist route: the host to dial (normalized) and its port. */
+	char de_dest[256];
+	uint16_t de_dest_port;
+	/*
+	 * enforce "report": REASON_OK for a request refused only for its
+	 * route, method or path (de_would); de_route is then the report
+	 * route (cf_report_rt) when no route was found.
+	 */
+	int de_report;
+	enum reason de_would;
 };
 
 /*

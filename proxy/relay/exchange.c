@@ -37,6 +37,7 @@ build_upstream_head(struct evbuffer *out, const struct http1_msg *m,
 	struct rw_field inject[RW_INJECT_MAX];
 	struct rw_upstream up;
 	struct evbuffer_iovec v;
+	char auth[300];
 	size_t i, need;
 
 	if (uc->uc_nheaders > RW_INJECT_MAX)
@@ -50,14 +51,36 @@ build_upstream_head(struct evbuffer *out, const struct http1_msg *m,
 		inject[i].value_len = uh->uh_value_len;
 	}
 	memset(&up, 0, sizeof(up));
-	up.authority = uc->uc_authority;
-	up.authority_len = strlen(uc->uc_authority);
-	up.path = uc->uc_path;
-	up.path_len = strlen(uc->uc_path);
+	if (!uc->uc_as_requested) {
+		up.authority = uc->uc_authority;
+		up.authority_len = strlen(uc->uc_authority);
+		up.path = uc->uc_path;
+		up.path_len = strlen(uc->uc_path);
+	}
 	up.inject = inject;
 	up.ninject = uc->uc_nheaders;
 	up.drop_authorization = rq->rq_auth_strip;
-	if (uc->uc_strip_token && rq->rq_carrier != NULL) {
+	if (uc->uc_as_requested) {
+		/*
+		 * An allowlisted host gets the request as asked: its name in
+		 * Host, the path unchanged, nothing injected, and never the
+		 * run token (its carrier goes; Proxy-Authorization is
+		 * hop-by-hop, another Authorization goes as rq_auth_strip).
+		 */
+		snprintf(auth, sizeof(auth), "%s%s%s",
+		    strchr(rq->rq_dest, ':') ? "[" : "", rq->rq_dest,
+		    strchr(rq->rq_dest, ':') ? "]" : "");
+		if (rq->rq_dest_port != 80)
+			snprintf(auth + strlen(auth),
+			    sizeof(auth) - strlen(auth), ":%u",
+			    rq->rq_dest_port);
+		up.authority = auth;
+		up.authority_len = strlen(auth);
+		up.path = "";
+		up.path_len = 0;
+	}
+	if ((uc->uc_strip_token || uc->uc_as_requested) &&
+	    rq->rq_carrier != NULL) {
 		up.drop_carrier = rq->rq_carrier;
 		up.drop_carrier_len = strlen(rq->rq_carrier);
 	}
@@ -351,8 +374,8 @@ conn_start_upstream(struct conn *c, const struct http1_msg *m,
 	int rc;
 
 	/* Client bytes wait in the input meanwhile (conn_bound_input). */
-	rc = upstream_get(rq->rq_ups, rq->rq_route, 0, conn_upstream_ready_cb,
-	    c, &uc);
+	rc = upstream_get_to(rq->rq_ups, rq->rq_route, rq->rq_dest,
+	    rq->rq_dest_port, 0, conn_upstream_ready_cb, c, &uc);
 	if (rc == -1) {
 		conn_deny(c, REASON_UPSTREAM_UNREACHABLE, 0);
 		return;
@@ -667,8 +690,8 @@ conn_retry(struct conn *c, struct bufferevent *bev)
 	upconn_release(uc, 0);
 	rq->rq_pending = rq->rq_replay;
 	rq->rq_replay = NULL;
-	rc = upstream_get(rq->rq_ups, rq->rq_route, UPSTREAM_FRESH,
-	    conn_upstream_ready_cb, c, &uc);
+	rc = upstream_get_to(rq->rq_ups, rq->rq_route, rq->rq_dest,
+	    rq->rq_dest_port, UPSTREAM_FRESH, conn_upstream_ready_cb, c, &uc);
 	if (rc == -1) {
 		conn_deny(c, REASON_UPSTREAM_UNREACHABLE, 0);
 		return 0;

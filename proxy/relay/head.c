@@ -402,6 +402,10 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 	policy_decide(rq->rq_cf, &v, proxy_env_now(c->cn_env), &d);
 	rq->rq_route = d.de_route;
 	rq->rq_budget_limit = d.de_budget_limit;
+	memcpy(rq->rq_dest, d.de_dest, sizeof(rq->rq_dest));
+	rq->rq_dest_port = d.de_dest_port;
+	rq->rq_report = d.de_report;
+	rq->rq_would = d.de_would;
 	r = relay_admit(c, m, &d, &claims);
 	explicit_bzero(&claims, sizeof(claims));
 	if (r != REASON_OK) {

@@ -75,8 +75,12 @@ struct bufferevent;
  * upstream_get().
  */
 typedef void upconn_cb(struct upconn *uc, enum reason r, void *arg);
-/* Called with a route's freshly resolved, allowed addresses. */
-typedef void upstream_resolved_cb(const struct route *rt,
+/*
+ * Called with freshly resolved, allowed addresses of host (port in each
+ * address too), a destination of rt, before any connect to them.
+ */
+typedef void
+upstream_resolved_cb(const struct route *rt, const char *host, uint16_t port,
     const struct sockaddr_storage *addrs, size_t n, uint32_t ttl);
 int upstream_init(struct event_base *, char *why, size_t whylen);
 void upstream_on_resolved(upstream_resolved_cb *);
@@ -99,6 +103,15 @@ void upstreams_unref(struct upstreams *);
 #define UPSTREAM_RESOLVE 0x4 /* no connection: cb(NULL, OK) once resolved */
 int upstream_get(struct upstreams *, const struct route *rt, int flags,
     upconn_cb *cb, void *arg, struct upconn **out);
+/*
+ * The same to host:port for an allowlist route (upstream.mode
+ * as_requested; host normalized, IPv6 without brackets), pooled by
+ * destination; ignored for a fixed upstream. At most 256 destinations
+ * per policy are kept (the least recently used idle one goes).
+ */
+int
+upstream_get_to(struct upstreams *, const struct route *rt, const char *host,
+    uint16_t port, int flags, upconn_cb *cb, void *arg, struct upconn **out);
 void upconn_cancel(struct upconn *);
 /*
  * Whether sa's address (the port aside) is one of rt's upstream's

@@ -32,7 +32,7 @@ request_log(struct conn *c, enum reason r)
 	const char *route;
 	char client[64];
 	double secs;
-	int allow;
+	int allow, report;
 
 	if (rq == NULL || rq->rq_logged)
 		return;
@@ -45,16 +45,24 @@ request_log(struct conn *c, enum reason r)
 	 */
 	allow = rq->rq_forwarded;
 	route = rq->rq_route != NULL ? rq->rq_route->rt_audience : NULL;
+	/*
+	 * enforce "report": let through although refused for rq_would; the
+	 * line and the metrics say "report" and that reason, and how the
+	 * exchange ended when not ok.
+	 */
+	report = allow && rq->rq_report;
 	if (c->cn_icpt != NULL) {
 		c->cn_icpt->it_requests++;
 		c->cn_icpt->it_bytes_in += rq->rq_bytes_in;
 		c->cn_icpt->it_bytes_out += rq->rq_bytes_out;
 	}
 	if (rq->rq_connect)
-		metrics_tunnel(route, allow, r, rq->rq_bytes_in,
+		metrics_tunnel(route, report ? METRICS_REPORT : allow,
+		    report ? rq->rq_would : r, rq->rq_bytes_in,
 		    rq->rq_bytes_out, secs);
 	else
-		metrics_request(route, allow, r, rq->rq_bytes_in,
+		metrics_request(route, report ? METRICS_REPORT : allow,
+		    report ? rq->rq_would : r, rq->rq_bytes_in,
 		    rq->rq_bytes_out, secs);
 	if (rq->rq_cf->cf_np.np_mode == NETPOLICY_GATEWAY)
 		metrics_sandbox_request(conn_sbx_id(c), allow, r);
@@ -84,8 +92,16 @@ request_log(struct conn *c, enum reason r)
 	}
 	audit_begin(a, rq->rq_connect ? "connect.tunnel" : "http.request");
 	audit_add_cstr(a, "id", rq->rq_id);
-	audit_add_cstr(a, "decision", allow ? "allow" : "deny");
-	audit_add_cstr(a, "reason", reason_name(r));
+	audit_add_cstr(a, "decision",
+	    report    ? "report" :
+		allow ? "allow" :
+			"deny");
+	audit_add_cstr(a, "reason", reason_name(report ? rq->rq_would : r));
+	if (report && r != REASON_OK)
+		audit_add_cstr(a, "ended", reason_name(r));
+	/* The port a reported plain request named (its host has none). */
+	if (report && !rq->rq_connect && rq->rq_dest_port != 0)
+		audit_add_uint(a, "port", rq->rq_dest_port);
 	audit_add_cstr(a, "listener", lc != NULL ? lc->lc_name : "");
 	audit_add_cstr(a, "client", client);
 	audit_add_cstr(a, "sandbox", conn_sbx_id(c));

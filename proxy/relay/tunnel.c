@@ -210,8 +210,9 @@ conn_start_tunnel(struct conn *c)
 	struct request *rq = c->cn_req;
 	struct upconn *uc;
 
-	if (upstream_get(rq->rq_ups, rq->rq_route, UPSTREAM_TUNNEL,
-		conn_tunnel_ready_cb, c, &uc) == -1) {
+	if (upstream_get_to(rq->rq_ups, rq->rq_route, rq->rq_dest,
+		rq->rq_dest_port, UPSTREAM_TUNNEL, conn_tunnel_ready_cb, c,
+		&uc) == -1) {
 		conn_deny(c, REASON_UPSTREAM_UNREACHABLE, 0);
 		return;
 	}

@@ -43,6 +43,8 @@
 #define UPSTREAM_POOL_MAX  256    /* idle connections kept per route */
 #define UPSTREAM_POOL_IDLE 30     /* seconds an idle connection is kept */
 #define UPSTREAM_IO_MAX    262144 /* bytes per read/write call */
+#define UPSTREAM_DEST_MAX  256    /* as_requested destinations kept */
+#define UPSTREAM_HOST_MAX  256    /* bytes of a destination host, NUL too */
 
 enum upconn_state {
 	UPCONN_S_RESOLVING = 1, /* waiting for DNS */
@@ -79,6 +81,17 @@ TAILQ_HEAD(upconn_list, upconn);
 struct upstream {
 	const struct config *up_cf; /* the snapshot it belongs to */
 	const struct route *up_rt;
+	/*
+	 * The destination: the route's upstream, or for an allowlist route
+	 * (as_requested) one host:port it was asked for, kept in us_dests
+	 * (most recently used first) and evicted when nothing uses it.
+	 */
+	char up_host[UPSTREAM_HOST_MAX]; /* IPv6 without brackets */
+	uint16_t up_port;
+	int up_host_is_ip;
+	int up_dest; /* an as_requested destination */
+	TAILQ_ENTRY(upstream) up_lru;
+	size_t up_nconns; /* upconns alive (idle ones too) */
 	struct sockaddr_storage up_addrs[UPSTREAM_MAX_ADDRS];
 	size_t up_naddrs;
 	time_t up_expires; /* of the cached resolution */
@@ -96,10 +109,14 @@ struct upstream {
 	SSL_SESSION *up_session; /* for resumption */
 };
 
+TAILQ_HEAD(upstream_list, upstream);
+
 struct upstreams {
 	int us_refs;
-	struct config *us_cf; /* referenced */
-	size_t us_n;          /* of us_cf's routes, all but after OOM */
+	struct config *us_cf;          /* referenced */
+	struct upstream_list us_dests; /* as_requested destinations */
+	size_t us_ndests;
+	size_t us_n; /* of us_cf's routes, all but after OOM */
 	struct upstream *us_up[];
 };
 
@@ -158,6 +175,7 @@ upstreams_new(struct config *cf)
 		return NULL;
 	us->us_refs = 1;
 	us->us_cf = config_ref(cf);
+	TAILQ_INIT(&us->us_dests);
 	for (i = 0; i < cf->cf_nroutes; i++) {
 		struct route *rt = &cf->cf_routes[i];
 		struct upstream *up;
@@ -166,6 +184,11 @@ upstreams_new(struct config *cf)
 			goto fail;
 		up->up_cf = cf;
 		up->up_rt = rt;
+		if (rt->rt_up.uc_host != NULL)
+			snprintf(up->up_host, sizeof(up->up_host), "%s",
+			    rt->rt_up.uc_host);
+		up->up_port = rt->rt_up.uc_port;
+		up->up_host_is_ip = rt->rt_up.uc_host_is_ip;
 		TAILQ_INIT(&up->up_waiters);
 		TAILQ_INIT(&up->up_idle);
 		if ((up->up_kick = evtimer_new(up_base, upstream_kick_cb,
@@ -195,12 +218,17 @@ upstreams_ref(struct upstreams *us)
 void
 upstreams_unref(struct upstreams *us)
 {
+	struct upstream *up;
 	size_t i;
 
 	if (us == NULL || --us->us_refs > 0)
 		return;
 	for (i = 0; i < us->us_n; i++)
 		upstream_free(us->us_up[i]);
+	while ((up = TAILQ_FIRST(&us->us_dests)) != NULL) {
+		TAILQ_REMOVE(&us->us_dests, up, up_lru);
+		upstream_free(up);
+	}
 	config_unref(us->us_cf);
 	free(us);
 }
@@ -235,6 +263,8 @@ upconn_free(struct upconn *uc)
 {
 	if (uc == NULL)
 		return;
+	if (uc->uc_up != NULL)
+		uc->uc_up->up_nconns--;
 	if (uc->uc_ssl != NULL)
 		SSL_set_ex_data(uc->uc_ssl, up_ssl_idx, NULL);
 	if (uc->uc_bev != NULL)
@@ -272,10 +302,12 @@ upstream_resolved(struct upstream *up)
 		ttl = UPSTREAM_MAX_TTL;
 	up->up_expires = up->up_naddrs > 0 ? now + (time_t)ttl : 0;
 	up->up_dns_reason = up->up_naddrs > 0 ? REASON_OK : r;
+	/* The kernel set gets the addresses before any connect to them. */
 	if (up->up_naddrs > 0 && up_resolved_cb != NULL)
-		up_resolved_cb(rt, up->up_addrs, up->up_naddrs, up->up_ttl);
+		up_resolved_cb(rt, up->up_host, up->up_port, up->up_addrs,
+		    up->up_naddrs, up->up_ttl);
 	if (up->up_naddrs == 0) {
-		log_warnx("upstream %s: %s", rt->rt_up.uc_host,
+		log_warnx("upstream %s: %s", up->up_host,
 		    r == REASON_DESTINATION_DENIED ?
 			"resolves only to denied addresses" :
 			"no address");
@@ -312,15 +344,14 @@ upstream_dns_answer(struct upstream *up, int v6, enum resolve_status st,
 				    (struct sockaddr_in *)ss;
 
 				sin->sin_family = AF_INET;
-				sin->sin_port = htons(up->up_rt->rt_up.uc_port);
+				sin->sin_port = htons(up->up_port);
 				memcpy(&sin->sin_addr, addrs[i], 4);
 			} else {
 				struct sockaddr_in6 *sin6 =
 				    (struct sockaddr_in6 *)ss;
 
 				sin6->sin6_family = AF_INET6;
-				sin6->sin6_port =
-				    htons(up->up_rt->rt_up.uc_port);
+				sin6->sin6_port = htons(up->up_port);
 				memcpy(&sin6->sin6_addr, addrs[i], 16);
 			}
 			up->up_ntmp++;
@@ -350,27 +381,29 @@ upstream_dns6_cb(enum resolve_status st, const unsigned char (*addrs)[16],
 	upstream_dns_answer(up, 1, st, addrs, n, ttl);
 }
 
-/* Literal addresses need no DNS; they were checked at config load too. */
+/*
+ * Literal addresses need no DNS; a fixed upstream's was checked at load
+ * too, and every one is checked again in upstream_resolved().
+ */
 static int
 upstream_literal(struct upstream *up)
 {
-	const struct upstream_conf *uc = &up->up_rt->rt_up;
 	struct sockaddr_storage *ss = &up->up_tmp[0];
 
 	memset(ss, 0, sizeof(*ss));
-	if (strchr(uc->uc_host, ':') != NULL) {
+	if (strchr(up->up_host, ':') != NULL) {
 		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
 
 		sin6->sin6_family = AF_INET6;
-		sin6->sin6_port = htons(uc->uc_port);
-		if (inet_pton(AF_INET6, uc->uc_host, &sin6->sin6_addr) != 1)
+		sin6->sin6_port = htons(up->up_port);
+		if (inet_pton(AF_INET6, up->up_host, &sin6->sin6_addr) != 1)
 			return -1;
 	} else {
 		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
 
 		sin->sin_family = AF_INET;
-		sin->sin_port = htons(uc->uc_port);
-		if (inet_pton(AF_INET, uc->uc_host, &sin->sin_addr) != 1)
+		sin->sin_port = htons(up->up_port);
+		if (inet_pton(AF_INET, up->up_host, &sin->sin_addr) != 1)
 			return -1;
 	}
 	up->up_ntmp = 1;
@@ -381,13 +414,13 @@ upstream_literal(struct upstream *up)
 static void
 upstream_resolve(struct upstream *up)
 {
-	const char *host = up->up_rt->rt_up.uc_host;
+	const char *host = up->up_host;
 
 	if (up->up_pending > 0)
 		return;
 	up->up_ntmp = 0;
 	up->up_ttl = 0;
-	if (up->up_rt->rt_up.uc_host_is_ip) {
+	if (up->up_host_is_ip) {
 		if (upstream_literal(up) == -1)
 			up->up_ntmp = 0;
 		upstream_resolved(up);
@@ -500,8 +533,7 @@ upconn_connect_event_cb(struct bufferevent *bev, short what, void *arg)
 
 		if (e != 0)
 			ERR_error_string_n(e, buf, sizeof(buf));
-		log_warnx("upstream %s: TLS: %s%s%s",
-		    uc->uc_up->up_rt->rt_up.uc_host,
+		log_warnx("upstream %s: TLS: %s%s%s", uc->uc_up->up_host,
 		    vr != X509_V_OK ? X509_verify_cert_error_string(vr) : "",
 		    vr != X509_V_OK && e != 0 ? "; " : "", buf);
 		while (bufferevent_get_openssl_error(bev) != 0)
@@ -665,9 +697,74 @@ upconn_alive(const struct upconn *uc)
 	return n == -1 && errno == EAGAIN;
 }
 
+/*
+ * The destination host:port of allowlist route rt: the one kept (now the
+ * most recently used), or a new one. At UPSTREAM_DEST_MAX the least
+ * recently used destination nothing holds a connection of (idle ones
+ * aside) is evicted; NULL when there is none, or out of memory.
+ */
+static struct upstream *
+upstream_dest(struct upstreams *us, const struct route *rt, const char *host,
+    uint16_t port)
+{
+	struct upstream *up, *victim = NULL;
+	struct in6_addr a6;
+	struct in_addr a4;
+
+	if (host == NULL || host[0] == '\0' ||
+	    strlen(host) >= UPSTREAM_HOST_MAX)
+		return NULL;
+	TAILQ_FOREACH(up, &us->us_dests, up_lru)
+		if (up->up_rt == rt && up->up_port == port &&
+		    strcmp(up->up_host, host) == 0) {
+			TAILQ_REMOVE(&us->us_dests, up, up_lru);
+			TAILQ_INSERT_HEAD(&us->us_dests, up, up_lru);
+			return up;
+		}
+	if (us->us_ndests >= UPSTREAM_DEST_MAX) {
+		TAILQ_FOREACH_REVERSE(up, &us->us_dests, upstream_list, up_lru)
+			if (up->up_nconns == up->up_nidle &&
+			    TAILQ_EMPTY(&up->up_waiters)) {
+				victim = up;
+				break;
+			}
+		if (victim == NULL)
+			return NULL;
+		TAILQ_REMOVE(&us->us_dests, victim, up_lru);
+		us->us_ndests--;
+		upstream_free(victim);
+	}
+	if ((up = calloc(1, sizeof(*up))) == NULL)
+		return NULL;
+	up->up_cf = us->us_cf;
+	up->up_rt = rt;
+	up->up_dest = 1;
+	snprintf(up->up_host, sizeof(up->up_host), "%s", host);
+	up->up_port = port;
+	up->up_host_is_ip = inet_pton(AF_INET6, host, &a6) == 1 ||
+	    inet_pton(AF_INET, host, &a4) == 1;
+	TAILQ_INIT(&up->up_waiters);
+	TAILQ_INIT(&up->up_idle);
+	if ((up->up_kick = evtimer_new(up_base, upstream_kick_cb, up)) ==
+	    NULL) {
+		free(up);
+		return NULL;
+	}
+	TAILQ_INSERT_HEAD(&us->us_dests, up, up_lru);
+	us->us_ndests++;
+	return up;
+}
+
 int
 upstream_get(struct upstreams *us, const struct route *rt, int flags,
     upconn_cb *cb, void *arg, struct upconn **out)
+{
+	return upstream_get_to(us, rt, NULL, 0, flags, cb, arg, out);
+}
+
+int
+upstream_get_to(struct upstreams *us, const struct route *rt, const char *host,
+    uint16_t port, int flags, upconn_cb *cb, void *arg, struct upconn **out)
 {
 	struct upstream *up = NULL;
 	int tunnel = (flags & UPSTREAM_TUNNEL) != 0;
@@ -676,9 +773,13 @@ upstream_get(struct upstreams *us, const struct route *rt, int flags,
 
 	*out = NULL;
 	/* rt belongs to us's policy: the request took both at once. */
-	if (us != NULL && rt >= us->us_cf->cf_routes &&
+	if (us != NULL && rt != NULL && rt == us->us_cf->cf_report_rt)
+		up = upstream_dest(us, rt, host, port); /* enforce "report" */
+	else if (us != NULL && rt >= us->us_cf->cf_routes &&
 	    (i = (size_t)(rt - us->us_cf->cf_routes)) < us->us_n)
-		up = us->us_up[i];
+		up = rt->rt_up.uc_as_requested ?
+		    upstream_dest(us, rt, host, port) :
+		    us->us_up[i];
 	if (up == NULL)
 		return -1;
 	while (!tunnel && !(flags & (UPSTREAM_FRESH | UPSTREAM_RESOLVE)) &&
@@ -701,6 +802,7 @@ upstream_get(struct upstreams *us, const struct route *rt, int flags,
 	if ((uc = calloc(1, sizeof(*uc))) == NULL)
 		return -1;
 	uc->uc_up = up;
+	up->up_nconns++;
 	uc->uc_tunnel = tunnel;
 	uc->uc_probe = (flags & UPSTREAM_RESOLVE) != 0;
 	uc->uc_cb = cb;

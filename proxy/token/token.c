@@ -588,6 +588,40 @@ claim_int(const cJSON *it, int64_t *out)
 	return 0;
 }
 
+int
+token_claims_add_aud(struct token_claims *c, const char *s)
+{
+	size_t n, i;
+
+	if (s == NULL || (n = strlen(s)) == 0 || n > TOKEN_MAX_STR ||
+	    c->aud_len + n + 1 > sizeof(c->aud))
+		return -1;
+	for (i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			return -1;
+	memcpy(c->aud + c->aud_len, s, n + 1);
+	c->aud_len += n + 1;
+	c->naud++;
+	return 0;
+}
+
+int
+token_claims_has_aud(const struct token_claims *c, const char *aud)
+{
+	size_t off = 0, i;
+
+	for (i = 0; i < c->naud && off < c->aud_len && off < sizeof(c->aud);
+	     i++) {
+		const char *s = c->aud + off;
+		size_t n = strnlen(s, sizeof(c->aud) - off);
+
+		if (strcmp(s, aud) == 0)
+			return 1;
+		off += n + 1;
+	}
+	return 0;
+}
+
 static enum reason
 parse_claims(const cJSON *root, struct token_claims *c)
 {
@@ -596,16 +630,13 @@ parse_claims(const cJSON *root, struct token_claims *c)
 
 	it = cJSON_GetObjectItemCaseSensitive(root, "aud");
 	if (cJSON_IsString(it)) {
-		if (claim_str(it, c->aud[0], sizeof(c->aud[0])) == -1)
+		if (token_claims_add_aud(c, it->valuestring) == -1)
 			return REASON_TOKEN_MALFORMED;
-		c->naud = 1;
 	} else if (cJSON_IsArray(it)) {
 		cJSON_ArrayForEach(el, it) {
-			if (c->naud == TOKEN_MAX_AUD ||
-			    claim_str(el, c->aud[c->naud], sizeof(c->aud[0])) ==
-				-1)
+			if (!cJSON_IsString(el) ||
+			    token_claims_add_aud(c, el->valuestring) == -1)
 				return REASON_TOKEN_MALFORMED;
-			c->naud++;
 		}
 		if (c->naud == 0)
 			return REASON_TOKEN_MALFORMED;
@@ -906,7 +937,6 @@ token_check_claims(const struct token_claims *c, const struct token_rules *r,
 {
 	int64_t leeway = r->leeway_s > 0 ? r->leeway_s : 0;
 	int64_t life, late = sat_add(now, leeway);
-	size_t i;
 
 	if (r->issuer != NULL &&
 	    (!c->has_iss || strcmp(c->iss, r->issuer) != 0))
@@ -919,10 +949,8 @@ token_check_claims(const struct token_claims *c, const struct token_rules *r,
 	if (__builtin_sub_overflow(c->exp, c->has_iat ? c->iat : now, &life) ||
 	    life > r->max_ttl_s)
 		return REASON_TOKEN_LIFETIME_TOO_LONG;
-	if (audience != NULL)
-		for (i = 0; i < c->naud && i < TOKEN_MAX_AUD; i++)
-			if (strcmp(c->aud[i], audience) == 0)
-				return REASON_OK;
+	if (audience != NULL && token_claims_has_aud(c, audience))
+		return REASON_OK;
 	return REASON_TOKEN_WRONG_AUDIENCE;
 }
 

@@ -21,7 +21,11 @@
 
 #define TOKEN_MAX_LEN 4096 /* bytes of the compact serialization */
 #define TOKEN_MAX_STR 128  /* bytes of sub, jti, iss, kid, one aud */
-#define TOKEN_MAX_AUD 8    /* entries of an aud array */
+/*
+ * Bytes of a token's audiences, one NUL after each: the most a payload of
+ * a TOKEN_MAX_LEN token can hold. So an aud array has no cap of its own.
+ */
+#define TOKEN_AUD_BYTES (TOKEN_MAX_LEN / 4 * 3)
 
 enum token_alg {
 	TOKEN_ALG_HS256 = 1, /* HMAC-SHA256, secret >= 32 bytes */
@@ -46,8 +50,9 @@ struct token_claims {
 	char jti[TOKEN_MAX_STR + 1];
 	char iss[TOKEN_MAX_STR + 1];
 	int has_iss;
-	char aud[TOKEN_MAX_AUD][TOKEN_MAX_STR + 1];
+	char aud[TOKEN_AUD_BYTES]; /* naud strings, each NUL-terminated */
 	size_t naud;
+	size_t aud_len; /* bytes of aud in use */
 	int64_t exp;
 	int64_t iat;
 	int has_iat;
@@ -57,6 +62,14 @@ struct token_claims {
 	char sbx[TOKEN_MAX_STR + 1]; /* the sandbox it is bound to, or "" */
 	int has_sbx;
 };
+
+/*
+ * Append audience s (1 to TOKEN_MAX_STR bytes, no control byte) to c.
+ * 0, or -1 when it is not one or aud is full.
+ */
+int token_claims_add_aud(struct token_claims *c, const char *s);
+/* Non-zero when c lists audience aud. */
+int token_claims_has_aud(const struct token_claims *c, const char *aud);
 
 /* What token_check_claims() checks against (from the policy). */
 struct token_rules {

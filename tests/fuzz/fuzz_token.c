@@ -107,9 +107,13 @@ check_claims(const struct token_claims *c)
 	check(str_ok(c->sub, sizeof(c->sub)), "sub");
 	check(str_ok(c->jti, sizeof(c->jti)), "jti");
 	check(!c->has_iss || str_ok(c->iss, sizeof(c->iss)), "iss");
-	check(c->naud >= 1 && c->naud <= TOKEN_MAX_AUD, "naud");
-	for (i = 0; i < c->naud; i++)
-		check(str_ok(c->aud[i], sizeof(c->aud[i])), "aud");
+	check(c->naud >= 1 && c->aud_len <= sizeof(c->aud), "naud");
+	for (i = 0, k = 0; i < c->naud; i++) {
+		check(k < c->aud_len, "aud offsets");
+		check(str_ok(c->aud + k, TOKEN_MAX_STR + 1), "aud");
+		k += strlen(c->aud + k) + 1;
+	}
+	check(k == c->aud_len, "aud length");
 	check(c->exp >= -MAX_SAFE && c->exp <= MAX_SAFE, "exp range");
 	check(!c->has_iat || (c->iat >= -MAX_SAFE && c->iat <= MAX_SAFE),
 	    "iat range");
@@ -118,8 +122,7 @@ check_claims(const struct token_claims *c)
 	check(c->max_requests <= (uint64_t)MAX_SAFE, "max_requests");
 	for (i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
 		for (j = 0; j < sizeof(nows) / sizeof(nows[0]); j++) {
-			r = token_check_claims(c, &rules[i], c->aud[0],
-			    nows[j]);
+			r = token_check_claims(c, &rules[i], c->aud, nows[j]);
 			check(stage2_reason(r), "stage 2 reason");
 			r = token_check_claims(c, &rules[i], NULL, nows[j]);
 			check(r != REASON_OK, "NULL audience accepted");
@@ -128,10 +131,12 @@ check_claims(const struct token_claims *c)
 	if (!c->has_iat && !c->has_nbf && c->exp > -MAX_SAFE + 10) {
 		struct token_rules loose = { NULL, 0, MAX_SAFE };
 
-		for (k = 0; k < c->naud; k++)
-			check(token_check_claims(c, &loose, c->aud[k],
+		for (i = 0, k = 0; i < c->naud; i++) {
+			check(token_check_claims(c, &loose, c->aud + k,
 				  c->exp - 1) == REASON_OK,
 			    "own audience refused");
+			k += strlen(c->aud + k) + 1;
+		}
 	}
 }
 

@@ -131,8 +131,19 @@ class TestPolicySchema(unittest.TestCase):
     def errors(self, doc):
         return sorted(e.message for e in self.v.iter_errors(doc))
 
+    def allowlist(self):
+        doc = self.minimal()
+        doc["enforce"] = "report"
+        doc["routes"].append({
+            "comment": "packages", "audience": "pkgs",
+            "hosts": ["pypi.org", "*.pythonhosted.org"],
+            "upstream": {"mode": "as_requested", "ports": [443, 80],
+                         "allow_private": False}})
+        return doc
+
     def test_policies_and_their_normalized_form(self):
-        for name, doc in (("minimal", self.minimal()), ("full", self.full())):
+        for name, doc in (("minimal", self.minimal()), ("full", self.full()),
+                          ("allowlist", self.allowlist())):
             self.assertEqual(self.errors(doc), [], name)
             p = self.check(doc)
             self.assertEqual(p.returncode, 0, (name, p.stderr))
@@ -142,7 +153,8 @@ class TestPolicySchema(unittest.TestCase):
     def test_normalized_output_loads_again(self):
         """`sluice check` accepts what it prints (nulls, sha256), and the
         second print is the first but for the file's hash."""
-        for name, doc in (("minimal", self.minimal()), ("full", self.full())):
+        for name, doc in (("minimal", self.minimal()), ("full", self.full()),
+                          ("allowlist", self.allowlist())):
             p = self.check(doc)
             self.assertEqual(p.returncode, 0, (name, p.stderr))
             first = json.loads(p.stdout)
@@ -237,6 +249,16 @@ class TestPolicySchema(unittest.TestCase):
             "bad mode": lambda d: d.update(netpolicy={"mode": "on"}),
             "string for a number": lambda d: d.update(
                 limits={"max_connections": "10"}),
+            "bad enforce": lambda d: d.update(enforce="warn"),
+            "bare * host": lambda d: d["routes"][0].update(hosts=["*"]),
+            "* inside a host": lambda d: d["routes"][0].update(
+                hosts=["a.*.example"]),
+            "as_requested with a url": lambda d: d["routes"][0][
+                "upstream"].update(mode="as_requested"),
+            "ports on a fixed upstream": lambda d: d["routes"][0][
+                "upstream"].update(ports=[443]),
+            "unknown upstream mode": lambda d: d["routes"][0].update(
+                upstream={"mode": "direct"}),
         }
         for name, change in cases.items():
             doc = copy.deepcopy(self.minimal())

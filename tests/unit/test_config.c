@@ -307,6 +307,7 @@ group_teardown(void **state)
 #define UP_A  "'upstream':{'url':'http://198.18.0.2/','allow_plaintext':true}"
 #define R_A   "{'audience':'a'," UP_A "}"
 #define NPOFF "'netpolicy':{'mode':'off'}"
+#define UP_AR "'upstream':{'mode':'as_requested'}"
 /* A whole policy: listeners, tokens, routes, then extra top-level keys. */
 #define POL(lst, tok, rts, extra)                                              \
 	"{'listeners':[" lst "]," tok ",'routes':[" rts "]," extra "}"
@@ -324,8 +325,7 @@ group_teardown(void **state)
 #define SIDE "'user':'nobody','netpolicy':{'resolvers':['198.18.0.53']}," ICPT
 #define L_IC(extra)                                                            \
 	L_FWD                                                                  \
-	    ",{'name':'ic','type':'intercept','listen':'127.77.0.1:443'" extra \
-	    "}"
+	",{'name':'ic','type':'intercept','listen':'127.77.0.1:443'" extra "}"
 #define L_TP(listen)                                                           \
 	L_FWD ",{'name':'tp','type':'transparent','listen':'" listen "'}"
 #define HDR(name, file)                                                        \
@@ -1131,12 +1131,78 @@ static const struct err_row err_rows[] = {
 	 * Routes: an alias selects only one route (routes may share an
 	 * upstream: the token's audience picks among them).
 	 */
-	{ "duplicate audience",
+	/* Allowlist routes and host patterns, report mode (issue 13). */
+	{ "enforce typo", BASE(",'enforce':'warn'"), "enforce: ", "report" },
+	{ "enforce not a string", BASE(",'enforce':true"), "enforce", "" },
+	{ "empty audience", POL(L_FWD, TOK, "{'audience':''," UP_A "}", NPOFF),
+	    "routes[0].audience: ", "empty" },
+	{ "bare * in hosts", ROUTE("'hosts':['*']," UP_AR),
+	    "routes[0].hosts[0]: ", "bare" },
+	{ "* inside a name", ROUTE("'hosts':['a.*.example.org']," UP_AR),
+	    "routes[0].hosts[0]: ", "first label" },
+	{ "*foo wildcard", ROUTE("'hosts':['*foo.example.org']," UP_AR),
+	    "routes[0].hosts[0]: ", "first label" },
+	{ "*. alone", ROUTE("'hosts':['*.']," UP_AR),
+	    "routes[0].hosts[0]: ", "bare" },
+	{ "U-label IDN", ROUTE("'hosts':['b\u00fccher.example']," UP_AR),
+	    "routes[0].hosts[0]: ", "A-label" },
+	{ "empty label", ROUTE("'hosts':['a..example']," UP_AR),
+	    "routes[0].hosts[0]: ", "empty label" },
+	{ "label ends in -", ROUTE("'hosts':['a-.example']," UP_AR),
+	    "routes[0].hosts[0]: ", "starts or ends" },
+	{ "wildcard over an address", ROUTE("'hosts':['*.0.7']," UP_AR),
+	    "routes[0].hosts[0]: ", "not an address" },
+	{ "host with a port", ROUTE("'hosts':['a.example:443']," UP_AR),
+	    "routes[0].hosts[0]: ", "no port" },
+	{ "allowlist private literal",
+	    ROUTE("'hosts':['pypi.org','169.254.169.254']," UP_AR),
+	    "routes[0]: hosts[1]: ", "private address" },
+	{ "allowlist private IPv6 literal",
+	    ROUTE("'hosts':['[::ffff:10.0.0.1]']," UP_AR),
+	    "routes[0]: hosts[0]: ", "private address" },
+	{ "allowlist route without hosts", ROUTE(UP_AR),
+	    "routes[0]: hosts: ", "at least one" },
+	{ "allowlist upstream with url",
+	    ROUTE("'hosts':['a.example'],'upstream':{'mode':'as_requested',"
+		  "'url':'https://a.example/'}"),
+	    "routes[0].upstream: ", "url" },
+	{ "allowlist upstream with headers",
+	    ROUTE("'hosts':['a.example'],'upstream':{'mode':'as_requested',"
+		  "'headers':[]}"),
+	    "routes[0].upstream: ", "headers" },
+	{ "unknown upstream mode",
+	    ROUTE("'hosts':['a.example'],'upstream':{'mode':'direct'}"),
+	    "routes[0].upstream.mode: ", "as_requested" },
+	{ "allowlist port 0",
+	    ROUTE("'hosts':['a.example'],'upstream':{'mode':'as_requested',"
+		  "'ports':[0]}"),
+	    "routes[0].upstream.ports", "" },
+	{ "allowlist intercept",
+	    ROUTE("'hosts':['a.example'],'connect':{'intercept':true}," UP_AR),
+	    "routes[0]: connect.intercept: ", "allowlist" },
+	{ "same wildcard in two routes",
 	    POL(L_FWD, TOK,
-		R_A ",{'audience':'a','upstream':{'url':'http://198.18.0.3/',"
-		    "'allow_plaintext':true}}",
+		"{'audience':'a','hosts':['*.example.org']," UP_AR "},"
+		"{'audience':'b','hosts':['*.EXAMPLE.org.']," UP_AR "}",
 		NPOFF),
-	    "routes[1]: audience: ", "routes[0]" },
+	    "routes[1]: hosts[0]: ", "routes[0]" },
+	{ "same exact name in two allowlist routes",
+	    POL(L_FWD, TOK,
+		"{'audience':'a','hosts':['pypi.org']," UP_AR "},"
+		"{'audience':'b','hosts':['pypi.org']," UP_AR "}",
+		NPOFF),
+	    "routes[1]: hosts[0]: ", "routes[0]" },
+	{ "allowlist name is a fixed upstream's host",
+	    POL(L_FWD, TOK,
+		R_A ",{'audience':'b','hosts':['198.18.0.2']," UP_AR "}",
+		NPOFF),
+	    "routes[1]: hosts[0]: ", "routes[0]" },
+	{ "same IPv6 literal spelled twice",
+	    POL(L_FWD, TOK,
+		"{'audience':'a','hosts':['2001:2::5']," UP_AR "},"
+		"{'audience':'b','hosts':['[2001:2:0::5]']," UP_AR "}",
+		NPOFF),
+	    "routes[1]: ", "routes[0]" },
 	{ "audience with a space",
 	    POL(L_FWD, TOK, "{'audience':'a b'," UP_A "}", NPOFF),
 	    "routes[0]: audience: ", "" },
@@ -1412,6 +1478,27 @@ static const struct {
 	{ "exec without landlock", BASE(",'exec':{}") },
 	{ "exec.landlock with both lists",
 	    BASE(",'exec':{'landlock':{'rw':['/tmp'],'ro':['/usr','/etc']}}") },
+	{ "duplicate audience (routes may share one)",
+	    POL(L_FWD, TOK,
+		R_A ",{'audience':'a','upstream':{'url':'http://198.18.0.3/',"
+		    "'allow_plaintext':true}}",
+		NPOFF) },
+	{ "allowlist route, exact and wildcard hosts",
+	    ROUTE(
+		"'hosts':['pypi.org','*.pythonhosted.org','XN--BCHER-KVA.example.',"
+		"'198.18.0.9','[2001:2::9]'],"
+		"'upstream':{'mode':'as_requested','ports':[443,80]}") },
+	{ "nested wildcards in two routes",
+	    POL(L_FWD, TOK,
+		"{'audience':'a','hosts':['*.org']," UP_AR "},"
+		"{'audience':'b','hosts':['*.example.org','example.org']," UP_AR
+		"}",
+		NPOFF) },
+	{ "wildcard alias of a fixed route",
+	    ROUTE("'hosts':['*.model.internal']," UP_A) },
+	{ "explicit fixed mode",
+	    UPSTREAM(
+		"'mode':'fixed','url':'http://198.18.0.2/','allow_plaintext':true") },
 };
 
 static void

@@ -389,6 +389,7 @@ test_render_empty(void **state)
 		"sluice_kernel_drops_total",
 		"sluice_kernel_drop_rule_packets_total",
 		"sluice_kernel_drop_rule_bytes_total",
+		"sluice_kernel_dynamic_set_elements",
 		"sluice_policy_reloads_total", "process_open_fds",
 		"process_max_fds", "process_resident_memory_bytes",
 		"process_start_time_seconds",
@@ -544,6 +545,8 @@ test_counts(void **state)
 	metrics_request("model-proxy", 0, REASON_BAD_REQUEST, 0, 0, NAN);
 	metrics_request("model-proxy", 0, (enum reason)1000, 0, 0, 0.0);
 	metrics_tunnel("model-proxy", 1, REASON_OK, 7, 9, 12.0);
+	/* enforce "report": its own decision label, the would-be reason. */
+	metrics_tunnel(NULL, METRICS_REPORT, REASON_ROUTE_NOT_FOUND, 0, 0, 0.5);
 	metrics_upstream_connect(0.003);
 	metrics_upstream_connect(0.2);
 	metrics_tls_handshake(0.02);
@@ -570,6 +573,8 @@ test_counts(void **state)
 			"token_expired") == 2);
 	assert_true(value(sc, "sluice_requests_total", "", "deny",
 			"route_not_found") == 2);
+	assert_true(value(sc, "sluice_tunnels_total", "", "report",
+			"route_not_found") == 1);
 	assert_true(value(sc, "sluice_requests_total", "odd\"rou\\te\n",
 			"allow", "ok") == 1);
 	assert_true(value(sc, "sluice_requests_total", "model-proxy", "deny",
@@ -587,7 +592,7 @@ test_counts(void **state)
 	assert_true(bucket(sc, "sluice_request_duration_seconds", "0.005") ==
 	    2 + 2 + 3);
 	assert_true(bucket(sc, "sluice_request_duration_seconds", "300") == 10);
-	check_histogram(sc, "sluice_tunnel_duration_seconds", 1, 12.0);
+	check_histogram(sc, "sluice_tunnel_duration_seconds", 2, 12.5);
 	check_histogram(sc, "sluice_upstream_connect_seconds", 2, 0.203);
 	assert_true(
 	    bucket(sc, "sluice_upstream_connect_seconds", "0.0025") == 0);

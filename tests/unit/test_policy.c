@@ -152,6 +152,16 @@ group_teardown(void **state)
  * Claims: a good token for every route, and one variant per stage-2 rule
  * (token_check_claims), at and just past each boundary.
  */
+/* Replace the claims' audiences with aud alone. */
+static void
+aud_only(struct token_claims *c, const char *aud)
+{
+	memset(c->aud, 0, sizeof(c->aud));
+	c->naud = 0;
+	c->aud_len = 0;
+	assert_int_equal(token_claims_add_aud(c, aud), 0);
+}
+
 enum claims_kind {
 	C_NONE,       /* rv_claims NULL */
 	C_GOOD,       /* the first 5 audiences, iat now-10, exp now+600 */
@@ -190,8 +200,7 @@ make_claims(enum claims_kind k, struct token_claims *c)
 	snprintf(c->iss, sizeof(c->iss), "control-plane");
 	c->has_iss = 1;
 	for (i = 0; i < SL_NELEM(auds); i++)
-		snprintf(c->aud[i], sizeof(c->aud[i]), "%s", auds[i]);
-	c->naud = SL_NELEM(auds);
+		assert_int_equal(token_claims_add_aud(c, auds[i]), 0);
 	c->iat = NOW - 10;
 	c->has_iat = 1;
 	c->exp = NOW + 600;
@@ -233,16 +242,13 @@ make_claims(enum claims_kind k, struct token_claims *c)
 		c->exp = NOW + 3601;
 		break;
 	case C_AUD_ELSE:
-		snprintf(c->aud[0], sizeof(c->aud[0]), "elsewhere");
-		c->naud = 1;
+		aud_only(c, "elsewhere");
 		break;
 	case C_AUD_OTHER:
-		snprintf(c->aud[0], sizeof(c->aud[0]), "other");
-		c->naud = 1;
+		aud_only(c, "other");
 		break;
 	case C_AUD_PREFIX:
-		snprintf(c->aud[0], sizeof(c->aud[0]), "model");
-		c->naud = 1;
+		aud_only(c, "model");
 		break;
 	case C_NO_ISS:
 		c->has_iss = 0;
@@ -258,27 +264,22 @@ make_claims(enum claims_kind k, struct token_claims *c)
 		c->max_requests = 100;
 		break;
 	case C_AUD_SHB:
-		snprintf(c->aud[0], sizeof(c->aud[0]), "sh-b");
-		c->naud = 1;
+		aud_only(c, "sh-b");
 		break;
 	case C_AUD_SHC:
-		snprintf(c->aud[0], sizeof(c->aud[0]), "sh-c");
-		c->naud = 1;
+		aud_only(c, "sh-c");
 		break;
 	case C_AUD_SHBA:
-		snprintf(c->aud[0], sizeof(c->aud[0]), "sh-b");
-		snprintf(c->aud[1], sizeof(c->aud[1]), "sh-a");
-		c->naud = 2;
+		aud_only(c, "sh-b");
+		token_claims_add_aud(c, "sh-a");
 		break;
 	case C_EXP_ELSE:
 		c->iat = NOW - 100;
 		c->exp = NOW - 30;
-		snprintf(c->aud[0], sizeof(c->aud[0]), "elsewhere");
-		c->naud = 1;
+		aud_only(c, "elsewhere");
 		break;
 	case C_AUD_ICPT:
-		snprintf(c->aud[0], sizeof(c->aud[0]), "icpt");
-		c->naud = 1;
+		aud_only(c, "icpt");
 		break;
 	}
 }

@@ -508,8 +508,7 @@ test_decide_binding(void **state)
 	memset(&c, 0, sizeof(c));
 	snprintf(c.sub, sizeof(c.sub), "a");
 	snprintf(c.jti, sizeof(c.jti), "j");
-	snprintf(c.aud[0], sizeof(c.aud[0]), "model");
-	c.naud = 1;
+	assert_int_equal(token_claims_add_aud(&c, "model"), 0);
 	c.exp = 2000;
 	memset(&v, 0, sizeof(v));
 	v.rv_listener = &cf->cf_listeners[0];

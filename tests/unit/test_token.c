@@ -150,7 +150,7 @@ test_valid_hs256(void **state)
 	assert_string_equal(c.iss, "control-plane");
 	assert_true(c.has_iss);
 	assert_int_equal(c.naud, 1);
-	assert_string_equal(c.aud[0], AUD);
+	assert_string_equal(c.aud, AUD);
 	assert_int_equal(c.exp, NOW + 600);
 	assert_true(c.has_iat);
 	assert_int_equal(c.iat, NOW);
@@ -661,8 +661,13 @@ test_claim_types(void **state)
 		{ "{\"exp\":1,\"sub\":\"a\",\"jti\":\"b\",\"aud\":[\"1\",\"2\","
 		  "\"3\",\"4\",\"5\",\"6\",\"7\",\"8\"]}",
 		    REASON_OK },
+		/* No cap of its own on aud entries (test_many_audiences). */
 		{ "{\"exp\":1,\"sub\":\"a\",\"jti\":\"b\",\"aud\":[\"1\",\"2\","
 		  "\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\"]}",
+		    REASON_OK },
+		{ "{\"exp\":1,\"sub\":\"a\",\"jti\":\"b\",\"aud\":[\"1\",2]}",
+		    REASON_TOKEN_MALFORMED },
+		{ "{\"exp\":1,\"sub\":\"a\",\"jti\":\"b\",\"aud\":[\"1\",\"\"]}",
 		    REASON_TOKEN_MALFORMED },
 		/* sub, jti */
 		{ "{\"exp\":1,\"jti\":\"b\",\"aud\":\"x\"}",
@@ -744,6 +749,52 @@ test_string_lengths(void **state)
 	assert_int_equal(verify(tokbuf, &c), REASON_TOKEN_MALFORMED);
 }
 
+/*
+ * No cap on the number of audiences below the token's size (issue 13):
+ * 300 of them fit in 4096 bytes, every one is accepted, and one more
+ * byte than the limit allows is refused as too long.
+ */
+static void
+test_many_audiences(void **state)
+{
+	static char payload[4096];
+	struct token_rules lax = { NULL, 30, 3600 };
+	struct token_claims c;
+	size_t i, n;
+	char aud[16];
+
+	(void)state;
+	n = (size_t)snprintf(payload, sizeof(payload),
+	    "{\"exp\":%lld,\"sub\":\"a\",\"jti\":\"b\",\"aud\":[",
+	    (long long)NOW + 600);
+	for (i = 0; i < 300; i++)
+		n += (size_t)snprintf(payload + n, sizeof(payload) - n,
+		    "%s\"a%zu\"", i > 0 ? "," : "", i);
+	snprintf(payload + n, sizeof(payload) - n, "]}");
+	sign(&hs_signer, HS_HDR, payload);
+	assert_true(strlen(tokbuf) <= TOKEN_MAX_LEN);
+	assert_int_equal(verify(tokbuf, &c), REASON_OK);
+	assert_int_equal(c.naud, 300);
+	for (i = 0; i < 300; i += 37) {
+		snprintf(aud, sizeof(aud), "a%zu", i);
+		assert_int_equal(token_check_claims(&c, &lax, aud, NOW),
+		    REASON_OK);
+	}
+	assert_int_equal(token_check_claims(&c, &lax, "a299", NOW), REASON_OK);
+	assert_int_equal(token_check_claims(&c, &lax, "a300", NOW),
+	    REASON_TOKEN_WRONG_AUDIENCE);
+	assert_int_equal(token_check_claims(&c, &lax, "a", NOW),
+	    REASON_TOKEN_WRONG_AUDIENCE);
+	/* The add helper refuses what a claim may not be. */
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(token_claims_add_aud(&c, ""), -1);
+	assert_int_equal(token_claims_add_aud(&c, "a\tb"), -1);
+	for (i = 0; token_claims_add_aud(&c, "0123456789abcdef") == 0; i++)
+		;
+	assert_int_equal(i, TOKEN_AUD_BYTES / 17);
+	assert_int_equal(c.naud, i);
+}
+
 /* Stage-2 helpers: claims built directly, no signature involved. */
 static struct token_claims
 base_claims(void)
@@ -755,8 +806,7 @@ base_claims(void)
 	snprintf(c.jti, sizeof(c.jti), "j-1");
 	snprintf(c.iss, sizeof(c.iss), "control-plane");
 	c.has_iss = 1;
-	snprintf(c.aud[0], sizeof(c.aud[0]), AUD);
-	c.naud = 1;
+	assert_int_equal(token_claims_add_aud(&c, AUD), 0);
 	c.iat = NOW;
 	c.has_iat = 1;
 	c.exp = NOW + 600;
@@ -1290,6 +1340,7 @@ main(void)
 		cmocka_unit_test(test_carriers_malformed),
 		cmocka_unit_test(test_carrier_end_to_end),
 		cmocka_unit_test(test_reason_names),
+		cmocka_unit_test(test_many_audiences),
 		cmocka_unit_test(test_weak_secret),
 	};
 
