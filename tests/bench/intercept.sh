@@ -247,8 +247,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		  for _ in $(seq 100); do [ -s "$BN_INTERCEPT_CA" ] && break; sleep 0.1; done
 		  [ -s "$BN_INTERCEPT_CA" ] || die "$peer wrote no CA"
 		  px=${PEER_URL#http://}
-		  # warm-up: the leaf of 198.18.2.2 is minted, caches filled
-		  in_client "$TP" -c 1 -d 1 -x "$px" -t "$UP" -C "$BN_INTERCEPT_CA" >/dev/null 2>&1 || true
+		  # warm-up: the leaf of 198.18.2.2 is minted, caches filled (-j 1:
+		  # tunnelpost refuses more threads than connections)
+		  in_client "$TP" -c 1 -j 1 -d 1 -x "$px" -t "$UP" -C "$BN_INTERCEPT_CA" >/dev/null 2>&1 || true
 		  if want idle; then
 			mem_one "$peer" -m tunnel -x "$px" -t "$UP" -C "$BN_INTERCEPT_CA"
 		  fi
