@@ -150,7 +150,12 @@ cleanup() {
 	"$BENCH_DIR/topo.sh" down >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
-ip netns list | grep -qw "^$NS_CLIENT" && "$BENCH_DIR/topo.sh" down
+# The harness's namespaces are shared by every campaign on this machine:
+# one that exists belongs to a campaign that may still be running.
+if ip netns list | grep -qw "^$NS_CLIENT"; then
+	trap - EXIT
+	die "netns $NS_CLIENT exists: another campaign is running (or left it: $BENCH_DIR/topo.sh down)"
+fi
 "$BENCH_DIR/topo.sh" up >/dev/null || die "topology"
 rm -f "$STATE/fakeup.ready"
 in_up taskset -c "$UP_CPUS" "$FAKEUP" --listen "$UP" \
