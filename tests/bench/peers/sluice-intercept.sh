@@ -3,7 +3,11 @@
 # upstream (ICPT_UP, default 198.18.2.2:8443; CONNECT to it is intercepted
 # with a leaf from the ephemeral CA written to $dir/client-ca.pem), and a
 # reverse listener on LISTEN:PORT+1 to the same route, sluice's own
-# reference. GET and POST, any path. Kernel rules off (see ../sluice.sh).
+# reference. GET and POST, any path. The route's hosts are ICPT_HOSTS
+# (the campaign's names for the first-CONNECT probe, h0.bench.test ...),
+# all intercepted, all to the same upstream, verified against ICPT_UP_CA
+# (else the harness's upstream certificate). Kernel rules off (see
+# ../sluice.sh).
 # The binary: $SLUICE_BIN, else the release build made by tests/bench/run.
 # PEER_ENV: BN_INTERCEPT_CA (the CA), BN_PROXY_AUTH (a run token for the
 # CONNECTs) and BN_REVERSE (the reverse listener) with BN_REVERSE_AUTH.
@@ -11,7 +15,8 @@ SLUICE_BIN=${SLUICE_BIN:-$(cd "$PEER_DEF_DIR/../../.." && pwd)/build/bench/proxy
 PEER_VERSION="sluice ($("$SLUICE_BIN" --version 2>/dev/null || echo unknown)) intercept"
 
 peer_render() {
-	local listen=$1 port=$2 dir=$3 up=${ICPT_UP:-$UP_IP:8443}
+	local listen=$1 port=$2 dir=$3 up=${ICPT_UP:-$UP_IP:8443} hosts="" h
+	for h in ${ICPT_HOSTS:-}; do hosts="$hosts${hosts:+, }\"$h\""; done
 	mkdir -p "$dir/state"
 	head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$dir/token.key"
 	chmod 600 "$dir/token.key"
@@ -26,9 +31,10 @@ peer_render() {
   "intercept": { "ca": "ephemeral", "ca_cert_out": "$dir/client-ca.pem" },
   "routes": [
     { "audience": "bench-icpt", "methods": ["GET", "POST"], "path_prefixes": ["/"],
+      "hosts": [$hosts],
       "connect": { "enabled": true, "intercept": true, "ports": [${up##*:}] },
       "upstream": { "url": "https://$up",
-                    "ca_file": "$BENCH_DIR/upstream/cert.pem" } }
+                    "ca_file": "${ICPT_UP_CA:-$BENCH_DIR/upstream/cert.pem}" } }
   ],
   "limits": { "max_connections": 30000, "per_client_connections": 30000,
               "idle_timeout_ms": 300000 },

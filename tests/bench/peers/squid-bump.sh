@@ -4,7 +4,9 @@
 # tests/bench/intercept.sh installs it when missing). Its own CA (EC P-256,
 # made here with openssl), leaves minted by security_file_certgen into a
 # per-start database and kept in squid's memory cache, every CONNECT
-# bumped, upstream TLS verified against the harness's upstream certificate.
+# bumped, upstream TLS verified against the campaign's upstream certificate
+# (ICPT_UP_CA, else the harness's). The campaign's host names (ICPT_HOSTS,
+# for the first-CONNECT probe) resolve to the upstream through a hosts_file.
 # Access log on, as for the harness's squid peer. peer_render sets PEER_ENV
 # with BN_INTERCEPT_CA, the CA file the clients must trust.
 PEER_VERSION="$(squid -v 2>&1 | head -1) ssl_bump"
@@ -20,8 +22,10 @@ peer_render() {
 	    >/dev/null
 	sed -e "s|@LISTEN@|$listen|g" -e "s|@PORT@|$port|g" \
 	    -e "s|@DIR@|$dir|g" -e "s|@NOFILE@|$NOFILE|g" \
-	    -e "s|@BENCH@|$BENCH_DIR|g" \
+	    -e "s|@UPCA@|${ICPT_UP_CA:-$BENCH_DIR/upstream/cert.pem}|g" \
 	    "$PEER_DEF_DIR/squid-bump.conf.in" > "$dir/squid.conf"
+	local h
+	for h in ${ICPT_HOSTS:-}; do echo "${ICPT_UP_IP:-$UP_IP} $h"; done > "$dir/hosts"
 	chown -R proxy:proxy "$dir"
 	PEER_ENV=("BN_INTERCEPT_CA=$dir/client-ca.pem")
 	PEER_CMD=(squid -N -f "$dir/squid.conf")
