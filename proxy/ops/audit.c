@@ -6,12 +6,16 @@
  * to log is the callers' business (daemon, conn, netguard); checking a log
  * is cmd_audit.c's.
  */
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,8 +45,52 @@
 #define AUDIT_TAIL_ROOM 32
 
 /*
+ * The writer thread (with an event loop only): the loop formats and chains
+ * each line and appends it to w_buf; the thread writes what is queued in
+ * order, one write(2) per batch, and fsyncs as audit.fsync asks. w_mu
+ * guards every field but w_bad. The file fields of struct audit (a_fd,
+ * a_size, a_cut, a_unsynced, a_synced) belong to the thread while it runs,
+ * and to the loop only while the thread is held (w_hold) or joined.
+ * Failures are reported back (w_nfail..., w_bad, the eventfd) and the loop
+ * accounts for them (audit_poll()), so metrics and logs stay on the loop.
+ */
+struct audit_writer {
+	pthread_t w_thread;
+	pthread_mutex_t w_mu;
+	pthread_cond_t w_work; /* the thread waits: bytes, a sync, stop */
+	pthread_cond_t w_prog; /* the loop waits: the thread's progress */
+	char *w_buf;           /* queued lines, in order */
+	size_t w_len, w_cap;
+	char *w_out; /* the batch being written (swapped with w_buf) */
+	size_t w_outcap;
+	size_t w_inflight; /* its bytes: counted in AUDIT_QUEUE_MAX */
+	uint64_t w_qseq;   /* seq and hash of the last line queued */
+	unsigned char w_qhash[32];
+	uint64_t w_seq; /* seq and hash of the last line in the file */
+	unsigned char w_hash[32];
+	uint64_t w_dseq;  /* seq of the last line made durable */
+	uint64_t w_epoch; /* +1 each time queued lines were dropped */
+	uint64_t w_sync_req, w_sync_done;
+	enum audit_fsync w_fsync;
+	int w_busy;   /* writing or syncing outside the lock */
+	int w_hold;   /* the loop has the file: touch nothing */
+	int w_stop;   /* finish what is queued, then return */
+	int w_notify; /* wake the loop after each good batch too */
+	/* Failures the loop has not seen yet. */
+	uint64_t w_nfail;
+	uint64_t w_fails; /* ever */
+	int w_errno;
+	const char *w_what;
+	uint64_t w_fail_seq; /* w_seq at the last failure */
+	atomic_int w_bad;    /* w_nfail != 0: audit_poll() has work */
+	int w_efd;           /* eventfd: wakes the loop */
+	struct event *w_ev;
+};
+
+/*
  * The writer. Owned by the daemon (daemon.c); freed by audit_close(). Only
- * the libevent loop's thread touches it.
+ * the libevent loop's thread touches it (the writer thread has its own
+ * part, above).
  */
 struct audit {
 	char *a_path;      /* the log file */
@@ -53,7 +101,6 @@ struct audit {
 	int a_fd;                 /* O_RDWR|O_APPEND */
 	off_t a_size;             /* bytes of complete lines in the file */
 	off_t a_cut;              /* >= 0: cut the file back to this first */
-	struct event *a_timer;    /* fsync "interval"; NULL without a base */
 	int a_unsynced;           /* lines written since the last fsync */
 	struct timespec a_synced; /* CLOCK_MONOTONIC of the last fsync */
 	uint64_t a_seq;           /* seq of the last line written; 0: none */
@@ -66,16 +113,12 @@ struct audit {
 	int a_overflow;           /* a field did not fit in the line */
 	size_t a_len;             /* bytes in a_line */
 	/*
-	 * Batching (with an event loop and fsync other than "always"): lines
-	 * committed in one pass of the loop are written together at its end.
-	 * a_seq/a_hash then run ahead of the file; a_dseq/a_dhash are the
-	 * head of what is in it, to fall back to when the write fails.
+	 * With an event loop the writer thread does the I/O: a_seq/a_hash
+	 * then run ahead of the file (they are the last line queued).
 	 */
-	struct event *a_flush; /* writes a_pend; NULL without a base */
-	char *a_pend;
-	size_t a_pend_len;
-	uint64_t a_dseq;
-	unsigned char a_dhash[32];
+	struct audit_writer *a_w; /* NULL: write inline (no event loop) */
+	uint64_t a_epoch;         /* w_epoch the chain head was taken at */
+	uint64_t a_fail_seq;      /* failed state: ends once w_seq is past */
 	char a_line[AUDIT_LINE_MAX];
 };
 
@@ -89,13 +132,11 @@ struct audit_tail {
 	unsigned char at_partial_hash[32];
 };
 
-static void audit_timer_cb(evutil_socket_t, short, void *);
-static void audit_flush_cb(evutil_socket_t, short, void *);
-static int audit_flush(struct audit *);
-static int audit_queue(struct audit *, size_t, const unsigned char[32]);
-
-/* Bytes batched at most. */
-#define AUDIT_PEND_MAX (2 * (size_t)AUDIT_LINE_MAX)
+static int audit_enqueue(struct audit *, size_t, const unsigned char[32]);
+static void audit_poll(struct audit *);
+static void audit_notify(struct audit *, int);
+static void audit_drain(struct audit *, int hold);
+static void audit_release(struct audit *);
 
 /*
  * Escape len bytes of s as the inside of a JSON string into dst, writing
@@ -283,6 +324,9 @@ audit_begin(struct audit *a, const char *event)
 
 	if (a == NULL)
 		return;
+	/* A write the thread lost moves the chain head back: see first. */
+	if (a->a_w != NULL && atomic_load(&a->a_w->w_bad))
+		audit_poll(a);
 	a->a_len = 0;
 	a->a_overflow = 0;
 	a->a_building = 1;
@@ -479,6 +523,7 @@ audit_fail(struct audit *a, const char *what)
 			metrics_audit_failed(1);
 		}
 		a->a_failed = 1;
+		audit_notify(a, 1);
 		errno = saved;
 		return;
 	}
@@ -502,27 +547,22 @@ audit_recovered(struct audit *a)
 	if (!a->a_failed)
 		return;
 	a->a_failed = 0;
+	audit_notify(a, 0);
 	metrics_audit_failed(0);
 	log_info("audit: %s: writes succeed again; failed state ended",
 	    a->a_path);
 }
 
-/* Schedule or perform the "interval" fsync after a write. */
+/*
+ * The "interval" fsync after an inline write (no event loop: the CLI,
+ * tests): at most once a second.
+ */
 static void
 audit_after_write(struct audit *a)
 {
-	struct timeval tv = { 1, 0 };
-
 	a->a_unsynced = 1;
 	if (a->a_fsync != AUDIT_FSYNC_INTERVAL)
 		return;
-	if (a->a_timer != NULL) {
-		if (!evtimer_pending(a->a_timer, NULL))
-			evtimer_add(a->a_timer, &tv);
-		return;
-	}
-	/* No event loop (the CLI, tests): sync inline, at most once a second.
-	 */
 	if (audit_elapsed(&a->a_synced) >= 1.0 && audit_fsync_now(a) == -1)
 		audit_fail(a, "fsync");
 }
@@ -550,8 +590,8 @@ audit_commit(struct audit *a)
 		return -1;
 	}
 	a->a_line[len] = '\n';
-	if (a->a_flush != NULL && a->a_fsync != AUDIT_FSYNC_ALWAYS)
-		return audit_queue(a, len + 1, h);
+	if (a->a_w != NULL)
+		return audit_enqueue(a, len + 1, h);
 	if (audit_append(a, a->a_line, len + 1) == -1) {
 		audit_fail(a, "write to");
 		return -1;
@@ -573,104 +613,493 @@ audit_commit(struct audit *a)
 	return 0;
 }
 
-/*
- * Batch the line in a_line (len bytes, newline included; hash h) for the
- * write at the end of this loop pass. One write(2) per pass instead of one
- * per request: under load most of a pass's lines go out together.
- */
-static int
-audit_queue(struct audit *a, size_t len, const unsigned char h[32])
+/* Wake the loop (its audit_wake_cb()); w_mu held. */
+static void
+audit_wake(struct audit_writer *w)
 {
-	if (a->a_pend_len + len > AUDIT_PEND_MAX && audit_flush(a) == -1)
-		return -1;
-	if (a->a_pend_len == 0) {
-		a->a_dseq = a->a_seq;
-		memcpy(a->a_dhash, a->a_hash, sizeof(a->a_dhash));
-		event_active(a->a_flush, EV_TIMEOUT, 0);
+	uint64_t one = 1;
+	ssize_t n;
+
+	/* EAGAIN: the counter is already non-zero, the loop will look. */
+	n = write(w->w_efd, &one, sizeof(one));
+	(void)n;
+}
+
+/* Report a failure of the thread to the loop; w_mu held. */
+static void
+audit_thread_fail(struct audit_writer *w, const char *what, int err)
+{
+	w->w_nfail++;
+	w->w_fails++;
+	w->w_errno = err;
+	w->w_what = what;
+	w->w_fail_seq = w->w_seq;
+	atomic_store(&w->w_bad, 1);
+	audit_wake(w);
+}
+
+/* Write one batch taken off the queue; w_mu held, and dropped meanwhile. */
+static void
+audit_thread_write(struct audit *a)
+{
+	struct audit_writer *w = a->a_w;
+	unsigned char hash[32];
+	const char *what = "write to";
+	enum audit_fsync mode;
+	uint64_t seq;
+	size_t len, cap;
+	char *buf;
+	int rc, err;
+
+	buf = w->w_buf;
+	cap = w->w_cap;
+	w->w_buf = w->w_out;
+	w->w_cap = w->w_outcap;
+	w->w_out = buf;
+	w->w_outcap = cap;
+	len = w->w_inflight = w->w_len;
+	w->w_len = 0;
+	seq = w->w_qseq;
+	memcpy(hash, w->w_qhash, sizeof(hash));
+	mode = w->w_fsync;
+	w->w_busy = 1;
+	pthread_mutex_unlock(&w->w_mu);
+	rc = audit_append(a, buf, len);
+	if (rc == 0 && mode == AUDIT_FSYNC_ALWAYS) {
+		if (audit_fsync_now(a) == -1) {
+			/* Not durable: take the lines back (as inline). */
+			err = errno;
+			(void)audit_cut_back(a, len);
+			errno = err;
+			what = "fsync of";
+			rc = -1;
+		}
+	} else if (rc == 0)
+		a->a_unsynced = 1;
+	err = errno;
+	pthread_mutex_lock(&w->w_mu);
+	w->w_busy = 0;
+	w->w_inflight = 0;
+	if (rc == 0) {
+		w->w_seq = seq;
+		memcpy(w->w_hash, hash, sizeof(hash));
+		if (!a->a_unsynced)
+			w->w_dseq = seq;
+		if (w->w_notify)
+			audit_wake(w);
+	} else {
+		/*
+		 * The batch is lost (none of it is left in the file), and so
+		 * are lines queued since: they chain onto it. The loop goes
+		 * on from w_seq when it sees the new epoch.
+		 */
+		w->w_len = 0;
+		w->w_epoch++;
+		audit_thread_fail(w, what, err);
 	}
-	memcpy(a->a_pend + a->a_pend_len, a->a_line, len);
-	a->a_pend_len += len;
-	a->a_seq++;
-	memcpy(a->a_hash, h, 32);
-	return 0;
+	pthread_cond_broadcast(&w->w_prog);
+}
+
+/* fsync what is written (a sync asked for, or "interval"); w_mu held. */
+static void
+audit_thread_sync(struct audit *a)
+{
+	struct audit_writer *w = a->a_w;
+	uint64_t seq = w->w_seq, req = w->w_sync_req;
+	int rc, err;
+
+	w->w_busy = 1;
+	pthread_mutex_unlock(&w->w_mu);
+	rc = audit_fsync_now(a);
+	err = errno;
+	if (rc == -1) /* "interval": try again in a second */
+		clock_gettime(CLOCK_MONOTONIC, &a->a_synced);
+	pthread_mutex_lock(&w->w_mu);
+	w->w_busy = 0;
+	if (rc == 0) {
+		w->w_dseq = seq;
+		if (w->w_notify)
+			audit_wake(w);
+	} else
+		audit_thread_fail(w, "fsync of", err);
+	if (w->w_sync_done < req)
+		w->w_sync_done = req;
+	pthread_cond_broadcast(&w->w_prog);
+}
+
+static void *
+audit_thread(void *arg)
+{
+	struct audit *a = arg;
+	struct audit_writer *w = a->a_w;
+	struct timespec dl;
+
+	pthread_mutex_lock(&w->w_mu);
+	for (;;) {
+		if (w->w_hold) {
+			pthread_cond_wait(&w->w_work, &w->w_mu);
+			continue;
+		}
+		if (w->w_len > 0) {
+			audit_thread_write(a);
+			continue;
+		}
+		if (a->a_unsynced &&
+		    (w->w_sync_done < w->w_sync_req ||
+			(w->w_fsync == AUDIT_FSYNC_INTERVAL &&
+			    audit_elapsed(&a->a_synced) >= 1.0))) {
+			audit_thread_sync(a);
+			continue;
+		}
+		if (w->w_sync_done < w->w_sync_req) {
+			/* Nothing to sync. */
+			w->w_sync_done = w->w_sync_req;
+			pthread_cond_broadcast(&w->w_prog);
+			continue;
+		}
+		if (w->w_stop)
+			break;
+		if (a->a_unsynced && w->w_fsync == AUDIT_FSYNC_INTERVAL) {
+			dl = a->a_synced;
+			dl.tv_sec++;
+			(void)pthread_cond_timedwait(&w->w_work, &w->w_mu, &dl);
+		} else
+			pthread_cond_wait(&w->w_work, &w->w_mu);
+	}
+	pthread_mutex_unlock(&w->w_mu);
+	return NULL;
+}
+
+/* Ask the thread to wake the loop after each good batch (failed state). */
+static void
+audit_notify(struct audit *a, int on)
+{
+	if (a->a_w == NULL)
+		return;
+	pthread_mutex_lock(&a->a_w->w_mu);
+	a->a_w->w_notify = on;
+	pthread_mutex_unlock(&a->a_w->w_mu);
 }
 
 /*
- * Write the batched lines. On failure they are lost (none of them is left
- * half in the file) and the chain falls back to the file's last line, so
- * the next line written links to what is really there. Returns 0 or -1.
+ * Take in what the thread reported: count and log its failures, go back
+ * to the file's last line when queued lines were lost, and end the failed
+ * state once a line queued after the failure is in the file.
  */
-static int
-audit_flush(struct audit *a)
+static void
+audit_poll(struct audit *a)
 {
-	if (a->a_pend_len == 0)
-		return 0;
-	if (audit_append(a, a->a_pend, a->a_pend_len) == -1) {
-		a->a_seq = a->a_dseq;
-		memcpy(a->a_hash, a->a_dhash, sizeof(a->a_hash));
-		a->a_pend_len = 0;
-		audit_fail(a, "write to");
-		return -1;
+	struct audit_writer *w = a->a_w;
+	const char *what;
+	uint64_t n, fseq, wseq;
+	int err, moved = 0;
+
+	if (w == NULL)
+		return;
+	pthread_mutex_lock(&w->w_mu);
+	atomic_store(&w->w_bad, 0);
+	n = w->w_nfail;
+	w->w_nfail = 0;
+	err = w->w_errno;
+	what = w->w_what;
+	fseq = w->w_fail_seq;
+	if (w->w_epoch != a->a_epoch) {
+		a->a_epoch = w->w_epoch;
+		a->a_seq = w->w_seq;
+		memcpy(a->a_hash, w->w_hash, sizeof(a->a_hash));
+		moved = 1;
 	}
-	a->a_pend_len = 0;
-	audit_after_write(a);
-	audit_recovered(a);
-	return 0;
+	wseq = w->w_seq;
+	pthread_mutex_unlock(&w->w_mu);
+	if (n > 0) {
+		if (moved || fseq > a->a_fail_seq)
+			a->a_fail_seq = fseq;
+		while (n-- > 0) {
+			errno = err;
+			audit_fail(a, what);
+		}
+	}
+	if (a->a_failed && wseq > a->a_fail_seq)
+		audit_recovered(a);
 }
 
 static void
-audit_flush_cb(evutil_socket_t fd, short what, void *arg)
+audit_wake_cb(evutil_socket_t fd, short what, void *arg)
 {
-	(void)fd;
+	uint64_t v;
+	ssize_t n;
+
 	(void)what;
-	(void)audit_flush(arg);
+	n = read(fd, &v, sizeof(v));
+	(void)n;
+	audit_poll(arg);
+}
+
+/*
+ * Hand the line in a_line (len bytes, newline included; hash h) to the
+ * thread. The queue holds at most AUDIT_QUEUE_MAX bytes (queued and being
+ * written): a line that does not fit is a failed write. With "always" wait
+ * until the line is durable (or lost).
+ */
+static int
+audit_enqueue(struct audit *a, size_t len, const unsigned char h[32])
+{
+	struct audit_writer *w = a->a_w;
+	size_t ncap;
+	char *nb;
+	uint64_t seq;
+	int ok;
+
+	pthread_mutex_lock(&w->w_mu);
+	if (w->w_epoch != a->a_epoch) {
+		/* Begun on a chain head the thread has since lost. */
+		pthread_mutex_unlock(&w->w_mu);
+		audit_poll(a);
+		errno = EIO;
+		audit_fail(a, "write to");
+		return -1;
+	}
+	if (len > AUDIT_QUEUE_MAX - w->w_inflight - w->w_len) {
+		pthread_mutex_unlock(&w->w_mu);
+		errno = ENOBUFS;
+		goto full;
+	}
+	if (w->w_len + len > w->w_cap) {
+		for (ncap = w->w_cap != 0 ? w->w_cap : 2 * AUDIT_LINE_MAX;
+		     ncap < w->w_len + len; ncap *= 2)
+			;
+		if (ncap > AUDIT_QUEUE_MAX)
+			ncap = AUDIT_QUEUE_MAX;
+		if ((nb = realloc(w->w_buf, ncap)) == NULL) {
+			pthread_mutex_unlock(&w->w_mu);
+			errno = ENOMEM;
+			goto full;
+		}
+		w->w_buf = nb;
+		w->w_cap = ncap;
+	}
+	memcpy(w->w_buf + w->w_len, a->a_line, len);
+	w->w_len += len;
+	a->a_seq++;
+	memcpy(a->a_hash, h, sizeof(a->a_hash));
+	w->w_qseq = a->a_seq;
+	memcpy(w->w_qhash, h, sizeof(w->w_qhash));
+	pthread_cond_signal(&w->w_work);
+	if (a->a_fsync != AUDIT_FSYNC_ALWAYS) {
+		pthread_mutex_unlock(&w->w_mu);
+		return 0;
+	}
+	seq = a->a_seq;
+	while (w->w_dseq < seq && w->w_epoch == a->a_epoch)
+		pthread_cond_wait(&w->w_prog, &w->w_mu);
+	ok = w->w_epoch == a->a_epoch;
+	pthread_mutex_unlock(&w->w_mu);
+	audit_poll(a);
+	return ok ? 0 : -1;
+full:
+	audit_fail(a, "queueing a line for");
+	a->a_fail_seq = a->a_seq;
+	return -1;
+}
+
+/*
+ * Wait until the thread has written everything queued; with hold, keep it
+ * away from the file until audit_release() (the loop may then use a_fd).
+ */
+static void
+audit_drain(struct audit *a, int hold)
+{
+	struct audit_writer *w = a->a_w;
+
+	pthread_mutex_lock(&w->w_mu);
+	while (w->w_len > 0 || w->w_busy)
+		pthread_cond_wait(&w->w_prog, &w->w_mu);
+	if (hold)
+		w->w_hold = 1;
+	pthread_mutex_unlock(&w->w_mu);
+	audit_poll(a);
+}
+
+static void
+audit_release(struct audit *a)
+{
+	struct audit_writer *w = a->a_w;
+
+	pthread_mutex_lock(&w->w_mu);
+	if (!a->a_unsynced)
+		w->w_dseq = w->w_seq;
+	w->w_hold = 0;
+	pthread_cond_signal(&w->w_work);
+	pthread_mutex_unlock(&w->w_mu);
+}
+
+static void
+audit_writer_free(struct audit_writer *w)
+{
+	if (w == NULL)
+		return;
+	if (w->w_ev != NULL)
+		event_free(w->w_ev);
+	if (w->w_efd != -1)
+		close(w->w_efd);
+	pthread_cond_destroy(&w->w_prog);
+	pthread_cond_destroy(&w->w_work);
+	pthread_mutex_destroy(&w->w_mu);
+	free(w->w_buf);
+	free(w->w_out);
+	free(w);
+}
+
+/*
+ * Start the writer thread (after the file is open and the chain resumed).
+ * Signals stay with the main thread. Returns 0 or -1.
+ */
+static int
+audit_writer_start(struct audit *a, struct event_base *base)
+{
+	struct audit_writer *w;
+	pthread_condattr_t ca;
+	sigset_t all, old;
+	int rc;
+
+	if ((w = calloc(1, sizeof(*w))) == NULL)
+		return -1;
+	w->w_efd = -1;
+	if (pthread_mutex_init(&w->w_mu, NULL) != 0) {
+		free(w);
+		return -1;
+	}
+	if (pthread_condattr_init(&ca) != 0) {
+		pthread_mutex_destroy(&w->w_mu);
+		free(w);
+		return -1;
+	}
+	rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	if (rc == 0 && (rc = pthread_cond_init(&w->w_work, &ca)) == 0 &&
+	    (rc = pthread_cond_init(&w->w_prog, NULL)) != 0)
+		pthread_cond_destroy(&w->w_work);
+	pthread_condattr_destroy(&ca);
+	if (rc != 0) {
+		pthread_mutex_destroy(&w->w_mu);
+		free(w);
+		return -1;
+	}
+	w->w_fsync = a->a_fsync;
+	w->w_seq = w->w_dseq = w->w_qseq = a->a_seq;
+	memcpy(w->w_hash, a->a_hash, sizeof(w->w_hash));
+	memcpy(w->w_qhash, a->a_hash, sizeof(w->w_qhash));
+	atomic_init(&w->w_bad, 0);
+	if ((w->w_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) == -1 ||
+	    (w->w_ev = event_new(base, w->w_efd, EV_READ | EV_PERSIST,
+		 audit_wake_cb, a)) == NULL ||
+	    event_add(w->w_ev, NULL) == -1) {
+		audit_writer_free(w);
+		return -1;
+	}
+	a->a_w = w;
+	a->a_epoch = 0;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&w->w_thread, NULL, audit_thread, a);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
+		a->a_w = NULL;
+		audit_writer_free(w);
+		errno = rc;
+		return -1;
+	}
+	return 0;
+}
+
+/* Drain, stop and join the thread; the loop then owns the file. */
+static void
+audit_writer_stop(struct audit *a)
+{
+	struct audit_writer *w = a->a_w;
+
+	if (w == NULL)
+		return;
+	audit_drain(a, 0);
+	pthread_mutex_lock(&w->w_mu);
+	w->w_stop = 1;
+	pthread_cond_signal(&w->w_work);
+	pthread_mutex_unlock(&w->w_mu);
+	pthread_join(w->w_thread, NULL);
+	audit_poll(a);
+	a->a_w = NULL;
+	audit_writer_free(w);
 }
 
 int
 audit_sync(struct audit *a)
 {
+	struct audit_writer *w;
+	uint64_t req, fails;
+	int bad = 0;
+
 	if (a == NULL)
 		return 0;
-	if (audit_flush(a) == -1 || a->a_failed)
-		return -1;
-	if (!a->a_unsynced)
+	if ((w = a->a_w) == NULL) {
+		if (a->a_failed)
+			return -1;
+		if (!a->a_unsynced)
+			return 0;
+		if (audit_fsync_now(a) == -1) {
+			audit_fail(a, "fsync of");
+			return -1;
+		}
 		return 0;
-	if (audit_fsync_now(a) == -1) {
-		audit_fail(a, "fsync of");
+	}
+	audit_poll(a);
+	if (a->a_failed)
 		return -1;
+	pthread_mutex_lock(&w->w_mu);
+	/* Everything queued is durable already ("always"): no round trip. */
+	if (w->w_len != 0 || w->w_busy || w->w_dseq != a->a_seq) {
+		fails = w->w_fails;
+		req = ++w->w_sync_req;
+		pthread_cond_signal(&w->w_work);
+		while (w->w_sync_done < req)
+			pthread_cond_wait(&w->w_prog, &w->w_mu);
+		bad = w->w_fails != fails;
 	}
-	return 0;
-}
-
-static void
-audit_timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct audit *a = arg;
-	struct timeval tv = { 1, 0 };
-
-	(void)fd;
-	(void)what;
-	if (!a->a_unsynced)
-		return;
-	if (audit_fsync_now(a) == -1) {
-		audit_fail(a, "fsync of");
-		evtimer_add(a->a_timer, &tv); /* try again in a second */
-	}
+	pthread_mutex_unlock(&w->w_mu);
+	audit_poll(a);
+	return bad || a->a_failed ? -1 : 0;
 }
 
 int
 audit_failed(const struct audit *a)
 {
-	return a != NULL && a->a_failed;
+	if (a == NULL)
+		return 0;
+	if (a->a_failed)
+		return 1;
+	/* A failure of the thread that the loop has not taken in yet. */
+	return a->a_w != NULL && !a->a_allow && atomic_load(&a->a_w->w_bad);
 }
 
 void
 audit_head(const struct audit *a, uint64_t *seq, char hex[65])
 {
 	static const unsigned char zero[32];
+	struct audit_writer *w;
 
-	*seq = a != NULL ? a->a_seq : 0;
-	ascii_hex_encode(hex, a != NULL ? a->a_hash : zero, 32);
+	if (a == NULL) {
+		*seq = 0;
+		ascii_hex_encode(hex, zero, 32);
+		return;
+	}
+	if ((w = a->a_w) == NULL) {
+		*seq = a->a_seq;
+		ascii_hex_encode(hex, a->a_hash, 32);
+		return;
+	}
+	/* The last line in the file, not the last one queued. */
+	pthread_mutex_lock(&w->w_mu);
+	*seq = w->w_seq;
+	ascii_hex_encode(hex, w->w_hash, 32);
+	pthread_mutex_unlock(&w->w_mu);
 }
 
 int
@@ -962,6 +1391,27 @@ audit_log_truncated(struct audit *a, const struct audit_tail *t, char *why,
 	return 0;
 }
 
+/* fsync, chain and on_error of ac take effect. */
+static void
+audit_set_mode(struct audit *a, const struct audit_conf *ac)
+{
+	a->a_fsync = ac->ac_fsync;
+	a->a_chain = ac->ac_chain;
+	a->a_allow = ac->ac_on_error_allow;
+	if (a->a_w != NULL) {
+		pthread_mutex_lock(&a->a_w->w_mu);
+		a->a_w->w_fsync = a->a_fsync;
+		pthread_cond_signal(&a->a_w->w_work);
+		pthread_mutex_unlock(&a->a_w->w_mu);
+	}
+	if (a->a_allow && a->a_failed) {
+		/* "allow" has no failed state. */
+		a->a_failed = 0;
+		audit_notify(a, 0);
+		metrics_audit_failed(0);
+	}
+}
+
 static int
 audit_set_conf(struct audit *a, const struct audit_conf *ac, char *why,
     size_t whylen)
@@ -980,14 +1430,7 @@ audit_set_conf(struct audit *a, const struct audit_conf *ac, char *why,
 		free(a->a_path);
 		a->a_path = p;
 	}
-	a->a_fsync = ac->ac_fsync;
-	a->a_chain = ac->ac_chain;
-	a->a_allow = ac->ac_on_error_allow;
-	if (a->a_allow && a->a_failed) {
-		/* "allow" has no failed state. */
-		a->a_failed = 0;
-		metrics_audit_failed(0);
-	}
+	audit_set_mode(a, ac);
 	return 0;
 }
 
@@ -1015,14 +1458,6 @@ audit_open(const struct audit_conf *ac, const char *state_dir,
 		snprintf(why, whylen, "audit: out of memory");
 		goto fail;
 	}
-	if (base != NULL &&
-	    ((a->a_timer = evtimer_new(base, audit_timer_cb, a)) == NULL ||
-		(a->a_flush = event_new(base, -1, 0, audit_flush_cb, a)) ==
-		    NULL ||
-		(a->a_pend = malloc(AUDIT_PEND_MAX)) == NULL)) {
-		snprintf(why, whylen, "audit: cannot create a timer");
-		goto fail;
-	}
 	if ((a->a_fd = audit_open_file(a->a_path, why, whylen)) == -1)
 		goto fail;
 	if (audit_scan(a->a_fd, a->a_path, &t, why, whylen) == -1)
@@ -1046,16 +1481,15 @@ audit_open(const struct audit_conf *ac, const char *state_dir,
 			goto fail;
 	} else
 		a->a_size = t.at_size;
+	if (base != NULL && audit_writer_start(a, base) == -1) {
+		snprintf(why, whylen, "audit: cannot start the writer thread");
+		goto fail;
+	}
 	return a;
 fail:
 	if (a->a_fd != -1)
 		close(a->a_fd);
 	a->a_fd = -1;
-	if (a->a_timer != NULL)
-		event_free(a->a_timer);
-	if (a->a_flush != NULL)
-		event_free(a->a_flush);
-	free(a->a_pend);
 	free(a->a_head_path);
 	free(a->a_path);
 	free(a);
@@ -1102,8 +1536,12 @@ audit_switch_to(struct audit *a, const char *oldpath, int fd,
 	char why[256];
 	int oldfd;
 
-	/* Lines still batched belong in the old file, before the head. */
-	(void)audit_flush(a);
+	/*
+	 * Lines still queued belong in the old file, before the head; the
+	 * thread then keeps off the file until the new one is in place.
+	 */
+	if (a->a_w != NULL)
+		audit_drain(a, 1);
 	(void)audit_write_head(a);
 	/* Pending bytes of the old file become durable before it is left. */
 	if (a->a_unsynced && fsync(a->a_fd) == -1)
@@ -1114,6 +1552,8 @@ audit_switch_to(struct audit *a, const char *oldpath, int fd,
 	a->a_cut = -1;
 	a->a_unsynced = 0;
 	close(oldfd);
+	if (a->a_w != NULL)
+		audit_release(a);
 	if (t->at_keep < t->at_size)
 		(void)audit_log_truncated(a, t, why, sizeof(why));
 }
@@ -1128,8 +1568,9 @@ audit_switch(struct audit *a, const char *oldpath, char *why, size_t whylen)
 	struct audit_tail t;
 	int fd;
 
-	/* Flushed first: a reopen of the same file must see its last line. */
-	(void)audit_flush(a);
+	/* Drained first: a reopen of the same file must see its last line. */
+	if (a->a_w != NULL)
+		audit_drain(a, 0);
 	(void)audit_write_head(a);
 	if (audit_switch_open(a, a->a_path, &fd, &t, why, whylen) == -1)
 		return -1;
@@ -1185,7 +1626,8 @@ audit_prepare(struct audit *a, const struct audit_conf *ac, char *why,
 		free(nx);
 		return NULL;
 	}
-	(void)audit_flush(a);
+	if (a->a_w != NULL)
+		audit_drain(a, 0);
 	if (audit_switch_open(a, nx->an_conf.ac_path, &nx->an_fd, &nx->an_t,
 		why, whylen) == -1) {
 		audit_next_free(nx);
@@ -1214,14 +1656,7 @@ audit_apply(struct audit *a, struct audit_next *nx)
 		audit_next_free(nx);
 		return;
 	}
-	a->a_fsync = nx->an_conf.ac_fsync;
-	a->a_chain = nx->an_conf.ac_chain;
-	a->a_allow = nx->an_conf.ac_on_error_allow;
-	if (a->a_allow && a->a_failed) {
-		/* "allow" has no failed state. */
-		a->a_failed = 0;
-		metrics_audit_failed(0);
-	}
+	audit_set_mode(a, &nx->an_conf);
 	if (nx->an_conf.ac_path != NULL) {
 		oldpath = a->a_path;
 		a->a_path = nx->an_conf.ac_path;
@@ -1253,16 +1688,12 @@ audit_close(struct audit *a)
 {
 	if (a == NULL)
 		return;
-	(void)audit_flush(a);
-	if (a->a_timer != NULL)
-		event_free(a->a_timer);
-	if (a->a_flush != NULL)
-		event_free(a->a_flush);
+	/* Everything queued is written first: the last line is the last. */
+	audit_writer_stop(a);
 	if (a->a_unsynced && fsync(a->a_fd) == -1)
 		log_warn("audit: fsync of %s", a->a_path);
 	(void)audit_write_head(a);
 	close(a->a_fd);
-	free(a->a_pend);
 	free(a->a_head_path);
 	free(a->a_path);
 	free(a);

@@ -24,14 +24,21 @@ struct budget;
  * A line is built with audit_begin(), audit_add_*() and audit_commit().
  * Strings (which often come from the sandbox) are escaped so that every line
  * is valid JSON and valid UTF-8 whatever bytes they hold; each string value
- * is capped at AUDIT_VALUE_MAX bytes of output. Single-threaded: one line
- * buffer per struct audit, used from the libevent loop only. Every
- * function accepts a NULL writer and then does nothing (commit returns 0).
+ * is capped at AUDIT_VALUE_MAX bytes of output. One line buffer per
+ * struct audit, used from the libevent loop only. With an event loop
+ * (audit_open()'s base) the file I/O runs on a writer thread of its own:
+ * the loop formats and chains each line and queues it (at most
+ * AUDIT_QUEUE_MAX bytes queued and being written); the thread writes the
+ * lines in order and fsyncs as audit.fsync asks, and its failures reach
+ * the loop through an event. Without a base (the CLI, tests) every write
+ * is inline. Every function accepts a NULL writer and then does nothing
+ * (commit returns 0).
  * IMPORTANT: never pass a token, a secret, an Authorization or
  * Proxy-Authorization value or a body to any audit_add_*() call.
  */
 #define AUDIT_VALUE_MAX 2048  /* bytes of one escaped string value */
 #define AUDIT_LINE_MAX  65536 /* bytes of one line, newline included */
+#define AUDIT_QUEUE_MAX ((size_t)8 << 20) /* bytes queued for the thread */
 
 struct audit;
 /*
@@ -41,7 +48,8 @@ struct audit;
  * prev. A partial last line is cut off and an audit.truncated line written.
  * base (may be NULL) drives the fsync "interval" timer; close the writer
  * before freeing it. Returns the writer, or NULL with why set ("path:
- * reason"), also when the last line is not an audit line.
+ * reason"), also when the last line is not an audit line. With base the
+ * writer thread is started (and an eventfd watched on base).
  */
 struct audit *audit_open(const struct audit_conf *, const char *state_dir,
     struct event_base *base, char *why, size_t whylen);
@@ -51,7 +59,10 @@ struct audit *audit_open(const struct audit_conf *, const char *state_dir,
  * file stays in use and -1 is returned.
  */
 int audit_reopen(struct audit *);
-/* Write the chain head to <state_dir>/audit.head, fsync, close and free. */
+/*
+ * Write every queued line (joining the writer thread), then the chain head
+ * to <state_dir>/audit.head; fsync, close and free.
+ */
 void audit_close(struct audit *);
 /* Non-zero while in the failed state with on_error "deny". */
 int audit_failed(const struct audit *);
@@ -91,15 +102,24 @@ void audit_add_hex(struct audit *, const char *key, const unsigned char *p,
  * could not be written: it is then dropped (seq and prev do not advance),
  * the error is counted, and with on_error "deny" the writer enters the
  * failed state, which the next successful write ends. With fsync "always"
- * the line is on disk when 0 is returned.
+ * the line is on disk when 0 is returned. With the writer thread (and
+ * fsync other than "always") 0 means queued: a later failed write drops
+ * the lines queued with it and after it (none is left half in the file;
+ * the chain goes on from the file's last line), is counted and enters the
+ * failed state the same way, and a line that finds the queue full is
+ * dropped like a failed write (-1, errno ENOBUFS).
  */
 int audit_commit(struct audit *);
 /*
- * Make every committed line durable now (fsync if anything is pending).
- * Returns 0, or -1 on failure or while in the failed state.
+ * Make every committed line durable now (fsync if anything is pending;
+ * with the writer thread this waits for it). Returns 0, or -1 on failure
+ * or while in the failed state.
  */
 int audit_sync(struct audit *);
-/* The chain head: seq of the last line and its SHA-256 in hex (65 bytes). */
+/*
+ * The chain head: seq of the last line written to the file (not one still
+ * queued) and its SHA-256 in hex (65 bytes).
+ */
 void audit_head(const struct audit *, uint64_t *seq, char hex[65]);
 /*
  * One policy.load / policy.reload / policy.reload_failed line: sha256 (32

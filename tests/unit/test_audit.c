@@ -11,8 +11,10 @@
 #include <sys/types.h>
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -21,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -1095,6 +1098,474 @@ test_interval_timer(void **state)
 	event_base_free(base);
 }
 
+/*
+ * The writer thread (audit_open() with an event loop): lines are queued by
+ * audit_commit() and written by the thread. These tests drive its slow,
+ * full and failing cases with a pipe put in place of the log's descriptor.
+ */
+static struct audit *
+open_audit_base(struct fixture *fx, struct event_base *base)
+{
+	char why[512] = "";
+	struct audit *a =
+	    audit_open(&fx->ac, fx->state, base, why, sizeof(why));
+
+	if (a == NULL)
+		fail_msg("audit_open: %s", why);
+	return a;
+}
+
+/* Newlines in the file at path. */
+static size_t
+count_lines(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	size_t n = 0;
+	int c;
+
+	assert_non_null(f);
+	while ((c = getc(f)) != EOF)
+		n += c == '\n';
+	fclose(f);
+	return n;
+}
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A reader of a pipe that keeps everything until EOF. */
+struct pipe_reader {
+	pthread_t pr_thread;
+	int pr_fd;
+	char *pr_buf;
+	size_t pr_len, pr_cap;
+};
+
+static void *
+pipe_reader_run(void *arg)
+{
+	struct pipe_reader *r = arg;
+	ssize_t n;
+
+	for (;;) {
+		if (r->pr_cap - r->pr_len < 65536) {
+			r->pr_cap = r->pr_cap * 2 + 65536;
+			if ((r->pr_buf = realloc(r->pr_buf, r->pr_cap)) == NULL)
+				abort();
+		}
+		n = read(r->pr_fd, r->pr_buf + r->pr_len,
+		    r->pr_cap - r->pr_len);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		r->pr_len += (size_t)n;
+	}
+	return NULL;
+}
+
+/*
+ * Put a full pipe in place of the writer's descriptor for fx->path: the
+ * thread's next write blocks until *rd is read. Returns the junk bytes
+ * that fill it (they come first out of the pipe).
+ */
+static size_t
+block_log(const struct fixture *fx, int *rd)
+{
+	char junk[4096];
+	size_t filled = 0;
+	ssize_t n;
+	int p[2], fd, fl;
+
+	fd = find_fd(fx->path);
+	assert_true(fd >= 0);
+	assert_int_equal(pipe(p), 0);
+	(void)fcntl(p[1], F_SETPIPE_SZ, 4096);
+	fl = fcntl(p[1], F_GETFL);
+	assert_int_equal(fcntl(p[1], F_SETFL, fl | O_NONBLOCK), 0);
+	memset(junk, 'j', sizeof(junk));
+	while ((n = write(p[1], junk, sizeof(junk))) > 0)
+		filled += (size_t)n;
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(fcntl(p[1], F_SETFL, fl), 0);
+	assert_int_equal(dup2(p[1], fd), fd);
+	close(p[1]);
+	*rd = p[0];
+	return filled;
+}
+
+/*
+ * After audit_close(): the log file followed by what went into the pipe
+ * (without the junk) into out, one log; returns its lines.
+ */
+static size_t
+join_log(const struct fixture *fx, struct pipe_reader *r, size_t junk,
+    const char *out)
+{
+	struct lines l;
+	FILE *f;
+
+	assert_int_equal(pthread_join(r->pr_thread, NULL), 0);
+	close(r->pr_fd);
+	assert_true(r->pr_len >= junk);
+	read_lines(fx->path, &l);
+	f = fopen(out, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(l.buf, 1, l.len, f), l.len);
+	assert_int_equal(fwrite(r->pr_buf + junk, 1, r->pr_len - junk, f),
+	    r->pr_len - junk);
+	fclose(f);
+	free(l.buf);
+	free(r->pr_buf);
+	return count_lines(out);
+}
+
+/* Many commits through the thread arrive in order, chained, then stop. */
+static void
+test_thread_order(void **state)
+{
+	struct fixture *fx = *state;
+	struct event_base *base = event_base_new();
+	const char *files[1] = { fx->path };
+	char head[256], want[128], hex[65], tail[2001];
+	struct audit *a;
+	char *last;
+	size_t n;
+	FILE *f;
+	int i;
+
+	assert_non_null(base);
+	fx->ac.ac_fsync = AUDIT_FSYNC_INTERVAL;
+	a = open_audit_base(fx, base);
+	for (i = 0; i < 50; i++) {
+		write_events(a, 99, "http.request");
+		assert_int_equal(audit_policy_event(a, "policy.reload", NULL,
+				     NULL),
+		    0);
+	}
+	audit_begin(a, "daemon.stop");
+	assert_int_equal(audit_commit(a), 0);
+	audit_close(a);
+	event_base_free(base);
+	assert_int_equal(count_lines(fx->path), 5001);
+	assert_int_equal(run_verify(files, 1, NULL, NULL), 0);
+	/* daemon.stop is the last line, and audit.head names it. */
+	f = fopen(fx->path, "rb");
+	assert_non_null(f);
+	assert_int_equal(fseek(f, -2000, SEEK_END), 0);
+	n = fread(tail, 1, sizeof(tail) - 1, f);
+	fclose(f);
+	tail[n] = '\0';
+	assert_true(n > 1 && tail[n - 1] == '\n');
+	last = memrchr(tail, '\n', n - 1);
+	assert_non_null(last);
+	last++;
+	assert_non_null(strstr(last, "\"event\":\"daemon.stop\""));
+	sha256_hex(last, (size_t)(tail + n - 1 - last), hex);
+	snprintf(want, sizeof(want), "5001 %s\n", hex);
+	read_head(fx, head, sizeof(head));
+	assert_string_equal(head, want);
+}
+
+/*
+ * A log disk that does not move does not hold up audit_commit(): commits
+ * return at once while the thread is stuck in write(2) (inline, the loop
+ * would block: alarm() ends such a run), audit_head() still names the last
+ * line written, and audit_close() waits for every queued line.
+ */
+static void
+test_thread_slow_disk(void **state)
+{
+	struct fixture *fx = *state;
+	struct event_base *base = event_base_new();
+	struct pipe_reader r = { 0 };
+	char both[256], hex[65];
+	const char *files[1] = { both };
+	struct audit *a;
+	uint64_t seq;
+	size_t junk;
+	double t0;
+	int i;
+
+	assert_non_null(base);
+	a = open_audit_base(fx, base);
+	write_events(a, 1, "http.request");
+	assert_int_equal(audit_sync(a), 0);
+	junk = block_log(fx, &r.pr_fd);
+	alarm(30);
+	t0 = now_s();
+	/* About 600 KB: more than a pipe or the old batch takes. */
+	for (i = 0; i < 20; i++)
+		write_events(a, 100, "http.request");
+	assert_true(now_s() - t0 < 5.0);
+	audit_head(a, &seq, hex);
+	assert_int_equal(seq, 1); /* stuck behind the full pipe */
+	assert_false(audit_failed(a));
+	assert_int_equal(pthread_create(&r.pr_thread, NULL, pipe_reader_run,
+			     &r),
+	    0);
+	audit_close(a);
+	alarm(0);
+	event_base_free(base);
+	snprintf(both, sizeof(both), "%s/both.jsonl", fx->dir);
+	assert_int_equal(join_log(fx, &r, junk, both), 2001);
+	assert_int_equal(run_verify(files, 1, NULL, NULL), 0);
+}
+
+/* One line of about 60 KB. */
+static int
+commit_big(struct audit *a)
+{
+	char v[2000];
+	char k[16];
+	int i;
+
+	memset(v, 'v', sizeof(v));
+	audit_begin(a, "http.request");
+	for (i = 0; i < 30; i++) {
+		snprintf(k, sizeof(k), "f%d", i);
+		audit_add_str(a, k, v, sizeof(v));
+	}
+	return audit_commit(a);
+}
+
+/* Fill the queue behind a stuck disk; returns the lines queued. */
+static int
+fill_queue(struct audit *a)
+{
+	int i;
+
+	for (i = 0; i < 1000; i++)
+		if (commit_big(a) == -1)
+			return i;
+	fail_msg("the queue never filled");
+	return -1;
+}
+
+/*
+ * A full queue is a failed write: with on_error "deny" the failed state
+ * (requests refused), which ends once a line queued after it is written;
+ * no line is half written or out of the chain.
+ */
+static void
+test_thread_queue_full_deny(void **state)
+{
+	struct fixture *fx = *state;
+	struct event_base *base = event_base_new();
+	struct pipe_reader r = { 0 };
+	char both[256];
+	const char *files[1] = { both };
+	struct audit *a;
+	size_t junk, lines;
+	double t0;
+	int n, ok = 0;
+
+	assert_non_null(base);
+	a = open_audit_base(fx, base);
+	write_events(a, 1, "http.request");
+	assert_int_equal(audit_sync(a), 0);
+	junk = block_log(fx, &r.pr_fd);
+	alarm(60);
+	n = fill_queue(a);
+	/* The bound: 8 MiB of ~60 KB lines, one of them being written. */
+	assert_true((size_t)n * 60000 <= AUDIT_QUEUE_MAX + 2 * 65536);
+	assert_true((size_t)(n + 2) * 62000 >= AUDIT_QUEUE_MAX);
+	assert_true(audit_failed(a));
+	assert_int_equal(metric_value("sluice_audit_failed"), 1);
+	assert_int_equal(metric_value("sluice_audit_write_errors_total"), 1);
+	assert_int_equal(audit_sync(a), -1);
+	/* The disk moves again: a later line ends the failed state. */
+	assert_int_equal(pthread_create(&r.pr_thread, NULL, pipe_reader_run,
+			     &r),
+	    0);
+	t0 = now_s();
+	while (now_s() - t0 < 20.0) {
+		if (commit_big(a) == 0)
+			ok++;
+		(void)event_base_loop(base, EVLOOP_NONBLOCK);
+		if (!audit_failed(a))
+			break;
+		usleep(10000);
+	}
+	assert_false(audit_failed(a));
+	assert_true(ok >= 1);
+	assert_int_equal(metric_value("sluice_audit_failed"), 0);
+	audit_close(a);
+	alarm(0);
+	event_base_free(base);
+	snprintf(both, sizeof(both), "%s/both.jsonl", fx->dir);
+	lines = join_log(fx, &r, junk, both);
+	assert_int_equal(lines, (size_t)(1 + n + ok));
+	assert_int_equal(run_verify(files, 1, NULL, NULL), 0);
+}
+
+/* With on_error "allow" a full queue drops the line, counted, and goes on. */
+static void
+test_thread_queue_full_allow(void **state)
+{
+	struct fixture *fx = *state;
+	struct event_base *base = event_base_new();
+	struct pipe_reader r = { 0 };
+	char both[256];
+	const char *files[1] = { both };
+	struct audit *a;
+	size_t junk;
+	int n;
+
+	assert_non_null(base);
+	fx->ac.ac_on_error_allow = 1;
+	a = open_audit_base(fx, base);
+	junk = block_log(fx, &r.pr_fd);
+	alarm(60);
+	n = fill_queue(a);
+	assert_int_equal(commit_big(a), -1);
+	assert_false(audit_failed(a));
+	assert_int_equal(metric_value("sluice_audit_failed"), 0);
+	assert_int_equal(metric_value("sluice_audit_write_errors_total"), 2);
+	assert_int_equal(pthread_create(&r.pr_thread, NULL, pipe_reader_run,
+			     &r),
+	    0);
+	audit_close(a);
+	alarm(0);
+	event_base_free(base);
+	snprintf(both, sizeof(both), "%s/both.jsonl", fx->dir);
+	assert_int_equal(join_log(fx, &r, junk, both), (size_t)n);
+	assert_int_equal(run_verify(files, 1, NULL, NULL), 0);
+}
+
+/*
+ * A write the thread fails: the batch is lost (and counted), the loop
+ * learns of it through its event, goes on from the file's last line, and
+ * the failed state ends with the next good write.
+ */
+static void
+test_thread_write_error(void **state)
+{
+	struct fixture *fx = *state;
+	struct event_base *base = event_base_new();
+	const char *files[1] = { fx->path };
+	struct audit *a;
+	struct lines l;
+	double t0;
+	int fd, ro, rw;
+
+	assert_non_null(base);
+	a = open_audit_base(fx, base);
+	write_events(a, 2, "http.request");
+	assert_int_equal(audit_sync(a), 0);
+	fd = find_fd(fx->path);
+	assert_true(fd >= 0);
+	rw = dup(fd);
+	ro = open(fx->path, O_RDONLY);
+	assert_true(rw >= 0 && ro >= 0);
+	assert_int_equal(dup2(ro, fd), fd);
+	audit_begin(a, "http.request");
+	audit_add_cstr(a, "lost", "1");
+	assert_int_equal(audit_commit(a), 0); /* queued */
+	/* The loop hears of it without asking. */
+	t0 = now_s();
+	while (metric_value("sluice_audit_failed") != 1 && now_s() - t0 < 10.0)
+		(void)event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	assert_true(audit_failed(a));
+	assert_int_equal(metric_value("sluice_audit_failed"), 1);
+	assert_int_equal(metric_value("sluice_audit_write_errors_total"), 1);
+	assert_int_equal(dup2(rw, fd), fd);
+	write_events(a, 1, "http.request");
+	t0 = now_s();
+	while (audit_failed(a) && now_s() - t0 < 10.0)
+		(void)event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	assert_false(audit_failed(a));
+	assert_int_equal(metric_value("sluice_audit_failed"), 0);
+	audit_close(a);
+	event_base_free(base);
+	close(ro);
+	close(rw);
+	read_lines(fx->path, &l);
+	assert_int_equal(l.n, 3);
+	assert_null(strstr(l.buf, "lost"));
+	check_chain(&l, 1, zeros64);
+	free(l.buf);
+	assert_int_equal(run_verify(files, 1, NULL, NULL), 0);
+}
+
+/* SIGUSR1 while lines are queued: each line lands once, in order. */
+static void
+test_thread_reopen(void **state)
+{
+	struct fixture *fx = *state;
+	struct event_base *base = event_base_new();
+	char rot[6][256], head[256];
+	const char *files[6];
+	struct audit *a;
+	size_t total = 0;
+	int k;
+
+	assert_non_null(base);
+	fx->ac.ac_fsync = AUDIT_FSYNC_INTERVAL;
+	a = open_audit_base(fx, base);
+	for (k = 0; k < 5; k++) {
+		write_events(a, 400, "http.request");
+		snprintf(rot[k], sizeof(rot[k]), "%s.%d", fx->path, k);
+		assert_int_equal(rename(fx->path, rot[k]), 0);
+		write_events(a, 100, "http.request");
+		assert_int_equal(audit_reopen(a), 0);
+		files[k] = rot[k];
+	}
+	write_events(a, 500, "http.request");
+	audit_close(a);
+	event_base_free(base);
+	files[5] = fx->path;
+	for (k = 0; k < 6; k++)
+		total += count_lines(files[k]);
+	for (k = 0; k < 5; k++)
+		assert_int_equal(count_lines(files[k]), 500);
+	assert_int_equal(total, 3000);
+	snprintf(head, sizeof(head), "%s/audit.head", fx->state);
+	assert_int_equal(run_verify(files, 6, head, NULL), 0);
+}
+
+/*
+ * "always" through the thread: the line is in the file when commit
+ * returns, and a reload between modes keeps the order.
+ */
+static void
+test_thread_always(void **state)
+{
+	struct fixture *fx = *state;
+	struct event_base *base = event_base_new();
+	const char *files[1] = { fx->path };
+	struct audit_conf ac;
+	char why[256] = "";
+	struct audit *a;
+	int i;
+
+	assert_non_null(base);
+	fx->ac.ac_fsync = AUDIT_FSYNC_ALWAYS;
+	a = open_audit_base(fx, base);
+	for (i = 1; i <= 20; i++) {
+		write_events(a, 1, "http.request");
+		assert_int_equal(count_lines(fx->path), (size_t)i);
+		assert_int_equal(audit_sync(a), 0);
+	}
+	ac = fx->ac;
+	ac.ac_fsync = AUDIT_FSYNC_NEVER;
+	assert_int_equal(audit_configure(a, &ac, why, sizeof(why)), 0);
+	write_events(a, 300, "http.request");
+	ac.ac_fsync = AUDIT_FSYNC_ALWAYS;
+	assert_int_equal(audit_configure(a, &ac, why, sizeof(why)), 0);
+	write_events(a, 1, "http.request");
+	assert_int_equal(count_lines(fx->path), 321);
+	audit_close(a);
+	event_base_free(base);
+	assert_int_equal(run_verify(files, 1, NULL, NULL), 0);
+}
+
 static void
 test_policy_event(void **state)
 {
@@ -1403,6 +1874,20 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_interval_timer, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_policy_event, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_thread_order, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_thread_slow_disk, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_thread_queue_full_deny,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_thread_queue_full_allow,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_thread_write_error, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_thread_reopen, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_thread_always, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_verify_head_strict, setup,
 		    teardown),
