@@ -778,7 +778,7 @@ static int
 exec_sections(cJSON *root, struct exec_ctx *x, const struct exec_args *a)
 {
 	cJSON *tokens, *keys, *k, *ic, *au, *np;
-	const cJSON *ttl;
+	const cJSON *ttl, *res;
 
 	if ((tokens = cJSON_GetObjectItemCaseSensitive(root, "tokens")) ==
 	    NULL) {
@@ -840,8 +840,14 @@ exec_sections(cJSON *root, struct exec_ctx *x, const struct exec_args *a)
 	}
 	if (set_item(au, "path", cJSON_CreateString(x->audit_path)) == -1)
 		return -1;
+	/* No kernel rules; the resolvers sluice itself uses stay. */
+	res = cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(root, "netpolicy"), "resolvers");
 	if ((np = cJSON_CreateObject()) == NULL ||
 	    !cJSON_AddStringToObject(np, "mode", "off") ||
+	    (res != NULL &&
+		!cJSON_AddItemToObject(np, "resolvers",
+		    cJSON_Duplicate(res, 1))) ||
 	    set_item(root, "netpolicy", np) == -1)
 		return -1;
 	if (set_item(root, "state_dir", cJSON_CreateString(x->state_dir)) == -1)

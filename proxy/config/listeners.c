@@ -203,22 +203,31 @@ cf_load_listeners(struct cfctx *cx, const cJSON *root)
 	return 0;
 }
 
-/* The index of the route whose upstream host or hosts name host, or -1. */
+/*
+ * The index of the route whose upstream host or hosts name host, or -1;
+ * among routes sharing an upstream host, the first that intercepts.
+ */
 static ssize_t
 route_of_host(const struct config *cf, const char *host)
 {
+	ssize_t first = -1;
 	size_t i, h;
+	int hit;
 
 	for (i = 0; i < cf->cf_nroutes; i++) {
 		const struct route *rt = &cf->cf_routes[i];
 
-		if (strcasecmp(rt->rt_up.uc_host, host) == 0)
+		hit = strcasecmp(rt->rt_up.uc_host, host) == 0;
+		for (h = 0; !hit && h < rt->rt_nhosts; h++)
+			hit = strcasecmp(rt->rt_hosts[h], host) == 0;
+		if (!hit)
+			continue;
+		if (rt->rt_intercept)
 			return (ssize_t)i;
-		for (h = 0; h < rt->rt_nhosts; h++)
-			if (strcasecmp(rt->rt_hosts[h], host) == 0)
-				return (ssize_t)i;
+		if (first == -1)
+			first = (ssize_t)i;
 	}
-	return -1;
+	return first;
 }
 
 /* An intercept listener's host and port: an intercepted route's. */

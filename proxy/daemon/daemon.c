@@ -617,6 +617,11 @@ daemon_drain(void)
 	listener_close_all();
 	admin_close();
 	conn_drain();
+	if (conn_count() == 0) {
+		/* Nothing in flight (sluice exec's command is done). */
+		event_base_loopexit(d_env.pe_base, NULL);
+		return;
+	}
 	gettimeofday(&deadline, NULL);
 	d = sl_ms_tv(ms);
 	timeradd(&deadline, &d, &deadline);
@@ -1118,6 +1123,15 @@ serve(const struct run_opts *op)
 		log_warnx("%s", why);
 		return serve_fail(xr, SL_EXIT_RUNTIME);
 	}
+	/*
+	 * sluice exec as root: everything it needs is open, and its upstream
+	 * connections need no privilege. Keep none (uid 0 stays, powerless).
+	 */
+	if (xr != NULL && geteuid() == 0 &&
+	    sandbox_drop_caps(why, sizeof(why)) == -1) {
+		log_warnx("exec: %s", why);
+		return serve_fail(xr, SL_EXIT_RUNTIME);
+	}
 	/* As the user: what it cannot read, it could not re-read. */
 	if (revwatch_start(&d_env, why, sizeof(why)) == -1)
 		log_warnx("%s (its changes need a reload)", why);
@@ -1148,7 +1162,6 @@ serve(const struct run_opts *op)
 	if (xr != NULL &&
 	    exec_go(&d_env, daemon_drain, why, sizeof(why)) == -1) {
 		fprintf(stderr, "sluice: exec: %s\n", why);
-		xr->xr_status = SANDBOX_EXIT_SETUP;
 		daemon_drain();
 	}
 	event_base_dispatch(d_env.pe_base);

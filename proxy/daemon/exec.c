@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -57,8 +58,9 @@ static struct {
 	struct proxy_env *env;
 	void (*drain)(void);
 	struct sandbox_child sb;
-	int started; /* sb holds a child that was not told to go */
-	int gone;    /* the child was reaped */
+	int started;   /* sb holds a child that was not told to go */
+	int gone;      /* the child was reaped */
+	int go_failed; /* it could not become the command */
 	int dns_fd[2];
 	struct event *udp_ev, *tcp_ev, *chld_ev, *agg_ev;
 	struct event *sig_ev[16];
@@ -110,8 +112,15 @@ secret_values(const struct config *cf, const struct exec_run *xr, char **out,
 			const struct upstream_header *uh =
 			    &cf->cf_routes[i].rt_up.uc_headers[j];
 
-			if ((out[n] = strndup((const char *)uh->uh_value,
-				 uh->uh_value_len)) != NULL)
+			const char *v = (const char *)uh->uh_value;
+			size_t len = uh->uh_value_len;
+
+			if ((out[n] = strndup(v, len)) != NULL)
+				n++;
+			/* "Bearer KEY": KEY alone is the secret too. */
+			if (len > 7 && strncasecmp(v, "Bearer ", 7) == 0 &&
+			    n < max &&
+			    (out[n] = strndup(v + 7, len - 7)) != NULL)
 				n++;
 		}
 	for (i = 0; i < xr->xr_nsecrets && n < max; i++)
@@ -582,7 +591,8 @@ exec_go(struct proxy_env *env, void (*drain)(void), char *why, size_t whylen)
 	/* The child confines itself and becomes the command. */
 	ex.started = 0;
 	if (sandbox_go(&ex.sb, why, whylen) == -1) {
-		ex.started = 1; /* reaped by the SIGCHLD watch or exec_stop */
+		/* It said why and exits: exec_stop takes its status. */
+		ex.go_failed = 1;
 		return -1;
 	}
 	return 0;
@@ -596,13 +606,20 @@ exec_stop(void)
 
 	ex_agg_flush();
 	if (!ex.gone && ex.sb.sb_pid > 0) {
-		/* Leaving without the child's exit: take it with us. */
-		(void)kill(ex.sb.sb_pid, SIGKILL);
+		/*
+		 * Leaving without the child's exit: one that failed to start
+		 * the command is exiting with its own code (127 for a command
+		 * not found); any other is taken with us.
+		 */
+		if (!ex.go_failed)
+			(void)kill(ex.sb.sb_pid, SIGKILL);
 		if (waitpid(ex.sb.sb_pid, &st, 0) == ex.sb.sb_pid &&
 		    ex.run->xr_status < 0)
 			ex.run->xr_status = sandbox_exit_code(st);
 		ex.gone = 1;
 	}
+	if (ex.run != NULL && ex.run->xr_status < 0)
+		ex.run->xr_status = SANDBOX_EXIT_SETUP;
 	for (i = 0; i < ex.nsig; i++)
 		event_free(ex.sig_ev[i]);
 	ex.nsig = 0;

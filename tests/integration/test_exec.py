@@ -682,6 +682,28 @@ class ExecCase(unittest.TestCase):
                 self.assertIn("LEAKY_KEY not passed on", r.err)
                 self.assertNotIn(self.secret, r.err)
 
+    def test_bearer_secret_variable_removed(self):
+        """An injected "Authorization: Bearer KEY": a variable holding KEY
+        alone is a credential too (OPENAI_API_KEY=KEY must not pass)."""
+        user = "root"
+        u = self.users[user]
+        key = "sk-bearer-%d-do-not-leak" % os.getpid()
+        sec = os.path.join(u["dir"], "bearer.secret")
+        with open(sec, "w") as f:
+            f.write("Bearer " + key + "\n")
+        os.chmod(sec, 0o600)
+        doc = self.policy_doc(sec, False)
+        doc["routes"][0]["upstream"]["headers"][0]["name"] = "authorization"
+        pol = os.path.join(u["dir"], "bearer.json")
+        with open(pol, "w") as f:
+            json.dump(doc, f)
+        r = self.sluice(user, ["-c", pol], ["env"],
+                        env={"OPENAI_API_KEY": key, "FINE": "ok"})
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("FINE=ok", r.out.splitlines())
+        self.assertNotIn(key, r.out)
+        self.assertIn("OPENAI_API_KEY not passed on", r.err)
+
     def test_default_audit_and_run_dir(self):
         """Without --audit: $XDG_STATE_HOME/sluice/exec-*.jsonl; the run
         dir under $XDG_RUNTIME_DIR, gone after the run."""
