@@ -1096,9 +1096,15 @@ np_flush(const char *table, char *why, size_t whylen)
 	return rc;
 }
 
-int
-np_set_add(const char *table, const char *set, const struct np_elem *elems,
-    size_t nelems, char *why, size_t whylen)
+/*
+ * One batch on set: add (so that the delete cannot fail, also on an
+ * element that expired meanwhile), delete, and with readd add again: the
+ * kernel keeps an existing element's expiry when it is only added again,
+ * and the batch is applied whole, so a re-added element is never missing.
+ */
+static int
+set_batch(const char *table, const char *set, const struct np_elem *elems,
+    size_t nelems, int readd, char *why, size_t whylen)
 {
 	struct np_txn t;
 	int rc;
@@ -1107,15 +1113,11 @@ np_set_add(const char *table, const char *set, const struct np_elem *elems,
 		return 0;
 	if (txn_init(&t, why, whylen) == -1)
 		return -1;
-	/*
-	 * Add (so that the delete cannot fail), delete, add: the kernel
-	 * keeps an existing element's expiry when it is only added again,
-	 * and the batch is applied whole, so the element is never missing.
-	 */
 	if (txn_begin(&t) == -1 ||
 	    txn_elems_op(&t, table, set, 0, elems, nelems, 0) == -1 ||
 	    txn_elems_op(&t, table, set, 0, elems, nelems, 1) == -1 ||
-	    txn_elems_op(&t, table, set, 0, elems, nelems, 0) == -1 ||
+	    (readd &&
+		txn_elems_op(&t, table, set, 0, elems, nelems, 0) == -1) ||
 	    txn_end(&t) == -1) {
 		np_why(why, whylen, "netpolicy: cannot build the batch");
 		txn_free(&t, 0);
@@ -1124,6 +1126,13 @@ np_set_add(const char *table, const char *set, const struct np_elem *elems,
 	rc = txn_run(&t, why, whylen);
 	txn_free(&t, rc == 0);
 	return rc;
+}
+
+int
+np_set_add(const char *table, const char *set, const struct np_elem *elems,
+    size_t nelems, char *why, size_t whylen)
+{
+	return set_batch(table, set, elems, nelems, 1, why, whylen);
 }
 
 int
@@ -1165,23 +1174,5 @@ int
 np_set_del(const char *table, const char *set, const struct np_elem *elems,
     size_t nelems, char *why, size_t whylen)
 {
-	struct np_txn t;
-	int rc;
-
-	if (nelems == 0)
-		return 0;
-	if (txn_init(&t, why, whylen) == -1)
-		return -1;
-	/* Add first, so that the delete cannot fail on an expired one. */
-	if (txn_begin(&t) == -1 ||
-	    txn_elems_op(&t, table, set, 0, elems, nelems, 0) == -1 ||
-	    txn_elems_op(&t, table, set, 0, elems, nelems, 1) == -1 ||
-	    txn_end(&t) == -1) {
-		np_why(why, whylen, "netpolicy: cannot build the batch");
-		txn_free(&t, 0);
-		return -1;
-	}
-	rc = txn_run(&t, why, whylen);
-	txn_free(&t, rc == 0);
-	return rc;
+	return set_batch(table, set, elems, nelems, 0, why, whylen);
 }
