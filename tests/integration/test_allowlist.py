@@ -23,6 +23,7 @@ import re
 import socket
 import sys
 import threading
+import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -114,8 +115,17 @@ class TestAllowlist(st.ProxyTestCase):
         with open(self.doc["audit"]["path"], "rb") as f:
             return [json.loads(x) for x in f.read().split(b"\n") if x]
 
-    def last_audit(self, event):
-        evs = [e for e in self.audit() if e.get("event") == event]
+    def last_audit(self, event, pred=lambda e: True, timeout=5.0):
+        """The last line of event matching pred, waited for: a tunnel's
+        line comes when sluice sees it close, and the audit file is
+        written by sluice's writer thread, not before the response."""
+        deadline = time.monotonic() + st.ENV.slow(timeout)
+        while True:
+            evs = [e for e in self.audit()
+                   if e.get("event") == event and pred(e)]
+            if evs or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         self.assertTrue(evs, "no %s audit line" % event)
         return evs[-1]
 
@@ -160,7 +170,9 @@ class TestAllowlist(st.ProxyTestCase):
             self.assertEqual(r.status, 200, r)
             req = self.cdn.log.wait_for(m, "request")[0]
             self.assertEqual(req["target"], "/packages/x.whl")
-            a = self.last_audit("connect.tunnel")
+            a = self.last_audit("connect.tunnel",
+                                lambda e, h=host: e.get("host") ==
+                                h + ":443")
             self.assertEqual((a["decision"], a["route"], a["host"]),
                              ("allow", "pkgs", host + ":443"))
 
