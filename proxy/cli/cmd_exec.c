@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <limits.h>
 #include <pwd.h>
@@ -295,7 +296,7 @@ default_audit(char *out, size_t len)
 		return -1;
 	}
 	gmtime_r(&now, &tm);
-	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+	(void)strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
 	if ((size_t)snprintf(out, len, "%s/exec-%s-%ld.jsonl", dir, stamp,
 		(long)getpid()) >= len)
 		return -1;
@@ -366,27 +367,23 @@ prepare_rundir(struct exec_ctx *x)
 	return 0;
 }
 
+static int
+remove_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if (type == FTW_DP)
+		(void)rmdir(path);
+	else
+		(void)unlink(path);
+	return 0;
+}
+
+/* rm -r dir: depth first, never following a link. */
 static void
 remove_tree(const char *dir)
 {
-	char p[PATH_MAX];
-	struct dirent *de;
-	DIR *d;
-
-	if ((d = opendir(dir)) == NULL)
-		return;
-	while ((de = readdir(d)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 ||
-		    strcmp(de->d_name, "..") == 0)
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		if (de->d_type == DT_DIR)
-			remove_tree(p);
-		else
-			(void)unlink(p);
-	}
-	closedir(d);
-	(void)rmdir(dir);
+	(void)nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /*
@@ -533,14 +530,14 @@ read_policy(const char *path)
 		return NULL;
 	}
 	if (fseek(f, 0, SEEK_END) == -1 || (n = ftell(f)) < 0 ||
-	    n > 4 * 1024 * 1024 || fseek(f, 0, SEEK_SET) == -1 ||
+	    n > 4L * 1024 * 1024 || fseek(f, 0, SEEK_SET) == -1 ||
 	    (buf = malloc((size_t)n + 1)) == NULL) {
 		fprintf(stderr, "sluice: exec: %s: cannot read it\n", path);
-		fclose(f);
+		(void)fclose(f);
 		return NULL;
 	}
 	len = fread(buf, 1, (size_t)n, f);
-	fclose(f);
+	(void)fclose(f);
 	buf[len] = '\0';
 	root = cJSON_ParseWithLength((const char *)buf, len);
 	free(buf);
@@ -773,18 +770,17 @@ exec_listeners(cJSON *root, struct exec_ctx *x, const char *profile_aud)
 	return 0;
 }
 
-/* The rest of what exec owns in the policy: keys, CA, audit, state. */
+/* exec's key beside the policy's, and a max_ttl_s that takes --ttl. */
 static int
-exec_sections(cJSON *root, struct exec_ctx *x, const struct exec_args *a)
+exec_tokens(cJSON *root, const struct exec_ctx *x, const struct exec_args *a)
 {
-	cJSON *tokens, *keys, *k, *ic, *au, *np;
-	const cJSON *ttl, *res;
+	cJSON *tokens, *keys, *k;
+	const cJSON *ttl;
 
 	if ((tokens = cJSON_GetObjectItemCaseSensitive(root, "tokens")) ==
-	    NULL) {
-		if ((tokens = cJSON_AddObjectToObject(root, "tokens")) == NULL)
-			return -1;
-	}
+		NULL &&
+	    (tokens = cJSON_AddObjectToObject(root, "tokens")) == NULL)
+		return -1;
 	if (!cJSON_IsObject(tokens))
 		return 0; /* the load names the field */
 	if ((keys = cJSON_GetObjectItemCaseSensitive(tokens, "keys")) == NULL &&
@@ -800,38 +796,51 @@ exec_sections(cJSON *root, struct exec_ctx *x, const struct exec_args *a)
 	    !cJSON_AddStringToObject(k, "secret_file", x->key_path))
 		return -1;
 	ttl = cJSON_GetObjectItemCaseSensitive(tokens, "max_ttl_s");
-	if (!cJSON_IsNumber(ttl) || ttl->valuedouble < (double)a->ttl)
-		if (set_item(tokens, "max_ttl_s",
-			cJSON_CreateNumber((double)a->ttl)) == -1)
-			return -1;
+	if ((!cJSON_IsNumber(ttl) || ttl->valuedouble < (double)a->ttl) &&
+	    set_item(tokens, "max_ttl_s", cJSON_CreateNumber((double)a->ttl)) ==
+		-1)
+		return -1;
+	return 0;
+}
 
-	if (x->intercept &&
-	    cJSON_GetObjectItemCaseSensitive(root, "intercept") == NULL) {
+/* The CA: ephemeral unless the policy names one; where the command finds it. */
+static int
+exec_intercept(cJSON *root, struct exec_ctx *x)
+{
+	cJSON *ic = cJSON_GetObjectItemCaseSensitive(root, "intercept");
+	const cJSON *ca, *f;
+
+	if (ic == NULL) {
+		if (!x->intercept)
+			return 0;
 		if ((ic = cJSON_AddObjectToObject(root, "intercept")) == NULL ||
 		    !cJSON_AddStringToObject(ic, "ca", "ephemeral") ||
 		    !cJSON_AddStringToObject(ic, "ca_cert_out", x->ca_path))
 			return -1;
-	} else if ((ic = cJSON_GetObjectItemCaseSensitive(root, "intercept")) !=
-		NULL &&
-	    cJSON_IsObject(ic)) {
-		const cJSON *ca = cJSON_GetObjectItemCaseSensitive(ic, "ca");
-
-		if (cJSON_IsString(ca) &&
-		    strcmp(ca->valuestring, "ephemeral") == 0) {
-			if (set_item(ic, "ca_cert_out",
-				cJSON_CreateString(x->ca_path)) == -1)
-				return -1;
-		} else {
-			const cJSON *f = cJSON_GetObjectItemCaseSensitive(ic,
-			    "ca_cert_file");
-
-			if (cJSON_IsString(f))
-				snprintf(x->ca_path, sizeof(x->ca_path), "%s",
-				    f->valuestring);
-		}
-		x->intercept = 1;
+		return 0;
 	}
+	if (!cJSON_IsObject(ic))
+		return 0; /* the load names the field */
+	x->intercept = 1;
+	ca = cJSON_GetObjectItemCaseSensitive(ic, "ca");
+	if (cJSON_IsString(ca) && strcmp(ca->valuestring, "ephemeral") == 0)
+		return set_item(ic, "ca_cert_out",
+		    cJSON_CreateString(x->ca_path));
+	f = cJSON_GetObjectItemCaseSensitive(ic, "ca_cert_file");
+	if (cJSON_IsString(f))
+		snprintf(x->ca_path, sizeof(x->ca_path), "%s", f->valuestring);
+	return 0;
+}
 
+/* The rest of what exec owns in the policy: keys, CA, audit, state. */
+static int
+exec_sections(cJSON *root, struct exec_ctx *x, const struct exec_args *a)
+{
+	cJSON *au, *np;
+	const cJSON *res;
+
+	if (exec_tokens(root, x, a) == -1 || exec_intercept(root, x) == -1)
+		return -1;
 	au = cJSON_GetObjectItemCaseSensitive(root, "audit");
 	if (au == NULL || !cJSON_IsObject(au)) {
 		if (set_item(root, "audit", cJSON_CreateObject()) == -1)

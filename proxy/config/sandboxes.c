@@ -501,7 +501,8 @@ sbx_registry_add(struct sbx_registry *r, const struct sandbox_conf *sc,
 		struct sandbox **l;
 
 		cap = r->sr_cap ? 2 * r->sr_cap : 16;
-		if ((l = reallocarray(r->sr_list, cap, sizeof(*l))) == NULL)
+		if ((l = reallocarray(r->sr_list, cap,
+			 sizeof(struct sandbox *))) == NULL)
 			goto nomem;
 		r->sr_list = l;
 		r->sr_cap = cap;
@@ -537,7 +538,7 @@ sbx_remove_at(struct sbx_registry *r, size_t i)
 	size_t j;
 
 	memmove(&r->sr_list[i], &r->sr_list[i + 1],
-	    (r->sr_n - i - 1) * sizeof(r->sr_list[0]));
+	    (r->sr_n - i - 1) * sizeof(struct sandbox *));
 	r->sr_n--;
 	r->sr_naddrs -= sb->sb_conf.sc_naddrs;
 	if (sbx_rehash(r, r->sr_naddrs) == -1) {

@@ -998,38 +998,11 @@ serve_fail(struct exec_run *xr, int rc)
 	return rc;
 }
 
-int
-serve(const struct run_opts *op)
+/* Start-up step 1: load and validate (key files are read as part of it). */
+static int
+start_load(const struct exec_run *xr, char *why, size_t whylen)
 {
-	static const int sigs[] = { SIGHUP, SIGTERM, SIGINT, SIGUSR1 };
-	struct event *sigev[SL_NELEM(sigs)];
-	struct run_opts o = *op;
-	struct exec_run *xr = o.exec;
-	char why[1024];
-	int ready_fd, use_np, *fds = NULL;
-	size_t i;
-	struct timeval hour = { 3600, 0 };
-
-	log_init("sluice", o.verbose);
-	/* SIG_ERR only for a bad signal number: these are good. */
-	(void)signal(SIGPIPE, SIG_IGN);
-	/* A file-size limit fails the audit write instead of killing us. */
-	(void)signal(SIGXFSZ, SIG_IGN);
-	d_started = time(NULL);
-	if ((d_path = realpath(o.path, NULL)) == NULL)
-		d_path = strdup(o.path);
-	/* Before --netns (abstract names are per namespace) and the drop. */
-	if (xr == NULL && notify_init(why, sizeof(why)) == -1)
-		log_warnx("%s (no readiness notification)", why);
-
-	if (o.netns != NULL &&
-	    np_netns_enter(o.netns, why, sizeof(why)) == -1) {
-		log_warnx("--netns %s: %s", o.netns, why);
-		return SL_EXIT_RUNTIME;
-	}
-	/* 1. Load and validate; key files are read as part of it. */
-	if ((d_env.pe_cf = config_load(d_path, NULL, why, sizeof(why))) ==
-	    NULL) {
+	if ((d_env.pe_cf = config_load(d_path, NULL, why, whylen)) == NULL) {
 		fprintf(stderr, "%s\n", why);
 		return SL_EXIT_INVALID;
 	}
@@ -1038,65 +1011,59 @@ serve(const struct run_opts *op)
 	if (xr == NULL)
 		warn_policy(d_env.pe_cf);
 	if ((d_env.pe_sbx = sbx_registry_new()) == NULL ||
-	    sbx_registry_sync(d_env.pe_sbx, d_env.pe_cf, why, sizeof(why)) ==
-		-1)
+	    sbx_registry_sync(d_env.pe_sbx, d_env.pe_cf, why, whylen) == -1)
 		fatalx("sandboxes: out of memory");
 	if ((d_env.pe_base = event_base_new()) == NULL ||
 	    resolve_init(d_env.pe_base) == -1)
 		fatalx("cannot create the event loop");
-	if (upstream_init(d_env.pe_base, why, sizeof(why)) == -1 ||
+	if (upstream_init(d_env.pe_base, why, whylen) == -1 ||
 	    (d_env.pe_ups = upstreams_new(d_env.pe_cf)) == NULL)
 		fatalx("%s", why[0] ? why : "upstream setup failed");
 	/* The local CA: its key file is read, its certificate written. */
 	if (d_env.pe_cf->cf_intercept.ic_on &&
-	    (d_env.pe_icpt = intercept_new(d_env.pe_cf, why, sizeof(why))) ==
-		NULL) {
+	    (d_env.pe_icpt = intercept_new(d_env.pe_cf, why, whylen)) == NULL) {
 		log_warnx("%s: %s", d_path, why);
 		return SL_EXIT_INVALID;
 	}
 	upstream_on_resolved(resolved_cb);
 	metrics_configure(d_env.pe_cf);
+	return 0;
+}
 
-	/* The admin sandboxes of the last run go into the rules too. */
-	if (d_env.pe_cf->cf_np.np_mode == NETPOLICY_GATEWAY && xr == NULL) {
-		int was = as_user(d_env.pe_cf), rc;
+/* Gateway: the admin sandboxes of the last run go into the rules too. */
+static int
+start_sandboxes(char *why, size_t whylen)
+{
+	int was = as_user(d_env.pe_cf), rc;
 
-		rc = daemon_sandboxes_open(&d_env, why, sizeof(why));
-		as_root(was);
-		/* As for the budget: a path only root may walk. */
-		if (rc == -1 && was == 1)
-			rc = daemon_sandboxes_open(&d_env, why, sizeof(why));
-		if (rc == -1) {
-			log_warnx("state_dir: %s", why);
-			return SL_EXIT_RUNTIME;
-		}
-		if (rc == 1)
-			log_warnx("state_dir: %s", why);
-	}
-	/*
-	 * 2. Kernel rules before any listener exists (fail-closed). Under
-	 * exec the sandbox's namespace has nothing but lo: no rules needed,
-	 * and its listeners are made in there, by the child.
-	 */
-	use_np = d_env.pe_cf->cf_np.np_mode != NETPOLICY_OFF &&
-	    !o.no_netpolicy && xr == NULL;
-	if (netguard_start(&d_env, use_np, why, sizeof(why)) == -1) {
-		log_warnx("netpolicy: %s", why);
+	rc = daemon_sandboxes_open(&d_env, why, whylen);
+	as_root(was);
+	/* As for the budget: a path only root may walk. */
+	if (rc == -1 && was == 1)
+		rc = daemon_sandboxes_open(&d_env, why, whylen);
+	if (rc == -1) {
+		log_warnx("state_dir: %s", why);
 		return SL_EXIT_RUNTIME;
 	}
-	if (xr != NULL &&
-	    exec_plant(xr, d_env.pe_cf, &fds, why, sizeof(why)) == -1) {
-		fprintf(stderr, "sluice: exec: %s\n", why);
-		return SANDBOX_EXIT_SETUP;
-	}
-	/* 3. Listeners, state, audit, admin, metrics. */
-	if (listener_open_all(&d_env, fds, why, sizeof(why)) == -1 ||
-	    prepare_state_dir(d_env.pe_cf, why, sizeof(why)) == -1) {
+	if (rc == 1)
+		log_warnx("state_dir: %s", why);
+	return 0;
+}
+
+/*
+ * Start-up step 3: listeners (fds: exec's planted ones), state, audit,
+ * admin, metrics, the keys to unlink, the ready file (*ready_fd).
+ */
+static int
+start_open(struct exec_run *xr, const int *fds, int *ready_fd, char *why,
+    size_t whylen)
+{
+	if (listener_open_all(&d_env, fds, why, whylen) == -1 ||
+	    prepare_state_dir(d_env.pe_cf, why, whylen) == -1) {
 		log_warnx("%s", why);
 		return serve_fail(xr, SL_EXIT_RUNTIME);
 	}
-	if (open_state(why, sizeof(why)) == -1 ||
-	    open_control(why, sizeof(why)) == -1)
+	if (open_state(why, whylen) == -1 || open_control(why, whylen) == -1)
 		return serve_fail(xr, SL_EXIT_RUNTIME);
 	if (d_env.pe_cf->cf_np.np_mode == NETPOLICY_GATEWAY && xr == NULL)
 		daemon_sandboxes_statedir(&d_env);
@@ -1106,20 +1073,26 @@ serve(const struct run_opts *op)
 	 * them (before the privilege drop), and never earlier (a start that
 	 * fails must leave them for the next one).
 	 */
-	if (config_unlink_keys(d_env.pe_cf, why, sizeof(why)) == -1) {
+	if (config_unlink_keys(d_env.pe_cf, why, whylen) == -1) {
 		log_warnx("%s", why);
 		return serve_fail(xr, SL_EXIT_RUNTIME);
 	}
-	ready_fd = -1;
+	*ready_fd = -1;
 	if (d_env.pe_cf->cf_ready_file != NULL &&
-	    (ready_fd = ready_open(d_env.pe_cf, why, sizeof(why))) == -1) {
+	    (*ready_fd = ready_open(d_env.pe_cf, why, whylen)) == -1) {
 		log_warnx("%s", why);
 		return serve_fail(xr, SL_EXIT_RUNTIME);
 	}
 	warn_unreadable_after_drop(d_env.pe_cf);
-	/* 4. Drop privileges; then the resolver's sockets are ours. */
-	if (drop_privileges(d_env.pe_cf, use_np, why, sizeof(why)) == -1 ||
-	    dns_setup(d_env.pe_cf, why, sizeof(why)) == -1) {
+	return 0;
+}
+
+/* Start-up step 4: drop privileges; then the resolver's sockets are ours. */
+static int
+start_drop(struct exec_run *xr, int use_np, char *why, size_t whylen)
+{
+	if (drop_privileges(d_env.pe_cf, use_np, why, whylen) == -1 ||
+	    dns_setup(d_env.pe_cf, why, whylen) == -1) {
 		log_warnx("%s", why);
 		return serve_fail(xr, SL_EXIT_RUNTIME);
 	}
@@ -1128,15 +1101,29 @@ serve(const struct run_opts *op)
 	 * connections need no privilege. Keep none (uid 0 stays, powerless).
 	 */
 	if (xr != NULL && geteuid() == 0 &&
-	    sandbox_drop_caps(why, sizeof(why)) == -1) {
+	    sandbox_drop_caps(why, whylen) == -1) {
 		log_warnx("exec: %s", why);
 		return serve_fail(xr, SL_EXIT_RUNTIME);
 	}
 	/* As the user: what it cannot read, it could not re-read. */
-	if (revwatch_start(&d_env, why, sizeof(why)) == -1)
+	if (revwatch_start(&d_env, why, whylen) == -1)
 		log_warnx("%s (its changes need a reload)", why);
-	/* Under exec the signals are the command's: exec_go forwards them. */
-	for (i = 0; i < SL_NELEM(sigs); i++) {
+	return 0;
+}
+
+/*
+ * The daemon's signals (reload, drain, audit reopen); none under exec,
+ * where they are the command's (exec_go forwards them). The budget prune
+ * timer, and the start lines of the audit log.
+ */
+static void
+start_serving(const struct exec_run *xr, struct event **sigev, const int *sigs,
+    size_t nsigs)
+{
+	struct timeval hour = { 3600, 0 };
+	size_t i;
+
+	for (i = 0; i < nsigs; i++) {
 		sigev[i] = NULL;
 		if (xr != NULL)
 			continue;
@@ -1156,6 +1143,60 @@ serve(const struct run_opts *op)
 	(void)audit_commit(d_env.pe_audit);
 	audit_policy_event(d_env.pe_audit, "policy.load",
 	    d_env.pe_cf->cf_sha256, NULL);
+}
+
+int
+serve(const struct run_opts *op)
+{
+	static const int sigs[] = { SIGHUP, SIGTERM, SIGINT, SIGUSR1 };
+	struct event *sigev[SL_NELEM(sigs)];
+	struct run_opts o = *op;
+	struct exec_run *xr = o.exec;
+	char why[1024];
+	int ready_fd, use_np, rc, *fds = NULL;
+
+	log_init("sluice", o.verbose);
+	/* SIG_ERR only for a bad signal number: these are good. */
+	(void)signal(SIGPIPE, SIG_IGN);
+	/* A file-size limit fails the audit write instead of killing us. */
+	(void)signal(SIGXFSZ, SIG_IGN);
+	d_started = time(NULL);
+	if ((d_path = realpath(o.path, NULL)) == NULL)
+		d_path = strdup(o.path);
+	/* Before --netns (abstract names are per namespace) and the drop. */
+	if (xr == NULL && notify_init(why, sizeof(why)) == -1)
+		log_warnx("%s (no readiness notification)", why);
+
+	if (o.netns != NULL &&
+	    np_netns_enter(o.netns, why, sizeof(why)) == -1) {
+		log_warnx("--netns %s: %s", o.netns, why);
+		return SL_EXIT_RUNTIME;
+	}
+	if ((rc = start_load(xr, why, sizeof(why))) != 0)
+		return rc;
+	if (d_env.pe_cf->cf_np.np_mode == NETPOLICY_GATEWAY && xr == NULL &&
+	    (rc = start_sandboxes(why, sizeof(why))) != 0)
+		return rc;
+	/*
+	 * 2. Kernel rules before any listener exists (fail-closed). Under
+	 * exec the sandbox's namespace has nothing but lo: no rules needed,
+	 * and its listeners are made in there, by the child.
+	 */
+	use_np = d_env.pe_cf->cf_np.np_mode != NETPOLICY_OFF &&
+	    !o.no_netpolicy && xr == NULL;
+	if (netguard_start(&d_env, use_np, why, sizeof(why)) == -1) {
+		log_warnx("netpolicy: %s", why);
+		return SL_EXIT_RUNTIME;
+	}
+	if (xr != NULL &&
+	    exec_plant(xr, d_env.pe_cf, &fds, why, sizeof(why)) == -1) {
+		fprintf(stderr, "sluice: exec: %s\n", why);
+		return SANDBOX_EXIT_SETUP;
+	}
+	if ((rc = start_open(xr, fds, &ready_fd, why, sizeof(why))) != 0 ||
+	    (rc = start_drop(xr, use_np, why, sizeof(why))) != 0)
+		return rc;
+	start_serving(xr, sigev, sigs, SL_NELEM(sigs));
 
 	/* 5. Ready. */
 	write_ready(ready_fd);

@@ -72,6 +72,15 @@ static struct {
 	struct sandbox_env envb;
 } ex = { .sb = { .sb_pid = -1, .sb_sock = -1 }, .dns_fd = { -1, -1 } };
 
+/* Add p to the hidden paths: an absolute path outside /proc. */
+static void
+hide_add(const char **out, size_t *n, size_t max, const char *p)
+{
+	if (p != NULL && p[0] == '/' && strncmp(p, "/proc/", 6) != 0 &&
+	    *n < max)
+		out[(*n)++] = p;
+}
+
 /* The policy's secret files, its state and audit: hidden from the child. */
 static size_t
 hidden_paths(const struct config *cf, const struct exec_run *xr,
@@ -79,23 +88,17 @@ hidden_paths(const struct config *cf, const struct exec_run *xr,
 {
 	size_t n = 0, i, j;
 
-#define HIDE(p)                                                                \
-	do {                                                                   \
-		if ((p) != NULL && (p)[0] == '/' &&                            \
-		    strncmp((p), "/proc/", 6) != 0 && n < max)                 \
-			out[n++] = (p);                                        \
-	} while (0)
 	for (i = 0; i < cf->cf_nroutes; i++)
 		for (j = 0; j < cf->cf_routes[i].rt_up.uc_nheaders; j++)
-			HIDE(cf->cf_routes[i].rt_up.uc_headers[j].uh_file);
+			hide_add(out, &n, max,
+			    cf->cf_routes[i].rt_up.uc_headers[j].uh_file);
 	for (i = 0; i < cf->cf_tokens.tc_nkeys; i++)
-		HIDE(cf->cf_tokens.tc_key_files[i]);
-	HIDE(cf->cf_intercept.ic_key_file);
-	HIDE(cf->cf_state_dir);
-	HIDE(cf->cf_audit.ac_path);
+		hide_add(out, &n, max, cf->cf_tokens.tc_key_files[i]);
+	hide_add(out, &n, max, cf->cf_intercept.ic_key_file);
+	hide_add(out, &n, max, cf->cf_state_dir);
+	hide_add(out, &n, max, cf->cf_audit.ac_path);
 	for (i = 0; i < xr->xr_nhide; i++)
-		HIDE(xr->xr_hide[i]);
-#undef HIDE
+		hide_add(out, &n, max, xr->xr_hide[i]);
 	return n;
 }
 
@@ -152,10 +155,10 @@ append_file(FILE *f, const char *path, int must)
 		return must ? -1 : 0;
 	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
 		if (fwrite(buf, 1, n, f) != n) {
-			fclose(in);
+			(void)fclose(in);
 			return -1;
 		}
-	fclose(in);
+	(void)fclose(in);
 	return 0;
 }
 

@@ -155,7 +155,7 @@ rw_event_cb(evutil_socket_t fd, short what, void *arg)
 {
 	char buf[4096]
 	    __attribute__((aligned(__alignof__(struct inotify_event))));
-	struct timeval tv = { 0, RW_SETTLE_MS * 1000 };
+	struct timeval tv = { 0, (suseconds_t)RW_SETTLE_MS * 1000 };
 	const struct inotify_event *ie;
 	ssize_t n;
 	size_t off;

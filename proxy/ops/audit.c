@@ -865,7 +865,8 @@ audit_enqueue(struct audit *a, size_t len, const unsigned char h[32])
 		goto full;
 	}
 	if (w->w_len + len > w->w_cap) {
-		for (ncap = w->w_cap != 0 ? w->w_cap : 2 * AUDIT_LINE_MAX;
+		for (ncap = w->w_cap != 0 ? w->w_cap :
+					    2 * (size_t)AUDIT_LINE_MAX;
 		     ncap < w->w_len + len; ncap *= 2)
 			;
 		if (ncap > AUDIT_QUEUE_MAX)
