@@ -181,6 +181,71 @@ jstr(const cJSON *e, const char *k)
 	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+/* A method or path an existing route lacks: said apart. */
+static void
+warn_on_route(const char *route, int connect, const char *method,
+    const char *path, const char *reason)
+{
+	fprintf(stderr,
+	    "sluice: audit suggest: route \"%s\" would need %s%s%s "
+	    "(%s)\n",
+	    route,
+	    connect    ? "connect.enabled" :
+		method ? method :
+			 "?",
+	    connect ? "" : " ",
+	    connect  ? "" :
+		path ? path :
+		       "",
+	    reason != NULL ? reason : "?");
+}
+
+/*
+ * The host (into raw) and port a line names, as a route would key it
+ * (into name). 0, or -1 to skip the line.
+ */
+static int
+line_host(int connect, const char *host, const cJSON *pj, char *name, char *raw,
+    uint16_t *port)
+{
+	if (connect) {
+		if (split_hostport(host, raw, HOSTMATCH_BUF, port) == -1)
+			return -1;
+	} else {
+		snprintf(raw, HOSTMATCH_BUF, "%s", host);
+		if (cJSON_IsNumber(pj) && pj->valuedouble >= 1 &&
+		    pj->valuedouble <= 65535)
+			*port = (uint16_t)pj->valuedouble;
+	}
+	/* Names as routes compare them; IP literals as they are. */
+	if (strchr(raw, ':') == NULL &&
+	    strspn(raw, "0123456789.") != strlen(raw)) {
+		if (hostmatch_normalize(raw, strlen(raw), 0, name, NULL) == -1)
+			return -1;
+	} else
+		snprintf(name, HOSTMATCH_BUF, "%s", raw);
+	return 0;
+}
+
+/* A plain request's method and path prefix into h. 0, or -1 out of memory. */
+static int
+add_plain(struct suggest *sg, struct shost *h, const char *method,
+    const char *path)
+{
+	char pfx[1024];
+
+	h->sh_plain = 1;
+	if (method != NULL && strcmp(method, "CONNECT") != 0 &&
+	    sset_add(&h->sh_methods, method) == -1)
+		return -1;
+	if (path != NULL && path[0] == '/') {
+		cut_path(path, sg->sg_depth, pfx, sizeof(pfx));
+		if (sset_add(&h->sh_paths, pfx) == -1)
+			return -1;
+	}
+	return 0;
+}
+
 /* One audit line (parsed). 0, or -1 out of memory. */
 static int
 suggest_line(struct suggest *sg, const cJSON *e)
@@ -190,7 +255,7 @@ suggest_line(struct suggest *sg, const cJSON *e)
 	const char *method = jstr(e, "method"), *path = jstr(e, "path");
 	const char *sub = jstr(e, "sub"), *reason = jstr(e, "reason");
 	const cJSON *pj = cJSON_GetObjectItemCaseSensitive(e, "port");
-	char name[HOSTMATCH_BUF], raw[HOSTMATCH_BUF], pfx[1024];
+	char name[HOSTMATCH_BUF], raw[HOSTMATCH_BUF];
 	int connect;
 	uint16_t port = 80;
 	struct shost *h;
@@ -202,38 +267,12 @@ suggest_line(struct suggest *sg, const cJSON *e)
 	if (!connect && strcmp(ev, "http.request") != 0)
 		return 0;
 	if (route != NULL && route[0] != '\0') {
-		/* A method or path an existing route lacks: said apart. */
 		sg->sg_on_route++;
-		fprintf(stderr,
-		    "sluice: audit suggest: route \"%s\" would need %s%s%s "
-		    "(%s)\n",
-		    route,
-		    connect    ? "connect.enabled" :
-			method ? method :
-				 "?",
-		    connect ? "" : " ",
-		    connect  ? "" :
-			path ? path :
-			       "",
-		    reason != NULL ? reason : "?");
+		warn_on_route(route, connect, method, path, reason);
 		return 0;
 	}
-	if (connect) {
-		if (split_hostport(host, raw, sizeof(raw), &port) == -1)
-			return 0;
-	} else {
-		snprintf(raw, sizeof(raw), "%s", host);
-		if (cJSON_IsNumber(pj) && pj->valuedouble >= 1 &&
-		    pj->valuedouble <= 65535)
-			port = (uint16_t)pj->valuedouble;
-	}
-	/* Names as routes compare them; IP literals as they are. */
-	if (strchr(raw, ':') == NULL &&
-	    strspn(raw, "0123456789.") != strlen(raw)) {
-		if (hostmatch_normalize(raw, strlen(raw), 0, name, NULL) == -1)
-			return 0;
-	} else
-		snprintf(name, sizeof(name), "%s", raw);
+	if (line_host(connect, host, pj, name, raw, &port) == -1)
+		return 0;
 	if ((h = find_host(sg, name)) == NULL)
 		return sg->sg_hosts == NULL ? -1 : 0;
 	h->sh_requests++;
@@ -244,16 +283,7 @@ suggest_line(struct suggest *sg, const cJSON *e)
 		h->sh_connect = 1;
 		return 0;
 	}
-	h->sh_plain = 1;
-	if (method != NULL && strcmp(method, "CONNECT") != 0 &&
-	    sset_add(&h->sh_methods, method) == -1)
-		return -1;
-	if (path != NULL && path[0] == '/') {
-		cut_path(path, sg->sg_depth, pfx, sizeof(pfx));
-		if (sset_add(&h->sh_paths, pfx) == -1)
-			return -1;
-	}
-	return 0;
+	return add_plain(sg, h, method, path);
 }
 
 static int
@@ -327,6 +357,52 @@ is_literal(const char *name)
 		strspn(name, "0123456789.") == strlen(name));
 }
 
+/* How many of the first n hosts, unmerged and not wildcards, are under p. */
+static size_t
+count_under(const struct suggest *sg, size_t n, const char *p)
+{
+	size_t j, count = 0;
+
+	for (j = 0; j < n; j++)
+		if (!sg->sg_hosts[j].sh_merged &&
+		    sg->sg_hosts[j].sh_name[0] != '*' &&
+		    under(sg->sg_hosts[j].sh_name, p))
+			count++;
+	return count;
+}
+
+/* Merge those hosts into g. 0, or -1 out of memory. */
+static int
+merge_under(struct suggest *sg, struct shost *g, size_t n, const char *p)
+{
+	size_t j;
+
+	for (j = 0; j < n; j++) {
+		struct shost *b = &sg->sg_hosts[j];
+
+		if (!b->sh_merged && b->sh_name[0] != '*' &&
+		    under(b->sh_name, p) && merge(g, b) == -1)
+			return -1;
+	}
+	return 0;
+}
+
+/* The parent of name with depth labels, or NULL if it has no more. */
+static const char *
+parent_at(const char *name, int depth)
+{
+	size_t labels;
+	const char *p;
+
+	for (labels = 1, p = name; *p != '\0'; p++)
+		labels += *p == '.';
+	if (labels <= (size_t)depth)
+		return NULL;
+	for (p = name; labels > (size_t)depth; labels--)
+		p = strchr(p, '.') + 1;
+	return p;
+}
+
 /*
  * --wildcards: names that share a parent domain (of at least two labels,
  * not a public suffix) become one "*.parent" route, the most specific
@@ -336,7 +412,7 @@ is_literal(const char *name)
 static int
 group_wildcards(struct suggest *sg)
 {
-	size_t i, j, n = sg->sg_n, count, labels;
+	size_t i, n = sg->sg_n;
 	char wild[HOSTMATCH_BUF + 2];
 	const char *p;
 	int depth;
@@ -349,32 +425,17 @@ group_wildcards(struct suggest *sg)
 			if (a->sh_merged || a->sh_name[0] == '*' ||
 			    is_literal(a->sh_name))
 				continue;
-			for (labels = 1, p = a->sh_name; *p != '\0'; p++)
-				labels += *p == '.';
-			if (labels <= (size_t)depth)
-				continue;
 			/* Its parent of depth labels. */
-			for (p = a->sh_name; labels > (size_t)depth; labels--)
-				p = strchr(p, '.') + 1;
+			if ((p = parent_at(a->sh_name, depth)) == NULL)
+				continue;
 			snprintf(wild, sizeof(wild), "*.%s", p);
 			if (warn_public_suffix(wild))
 				continue;
-			for (count = 0, j = 0; j < n; j++)
-				if (!sg->sg_hosts[j].sh_merged &&
-				    sg->sg_hosts[j].sh_name[0] != '*' &&
-				    under(sg->sg_hosts[j].sh_name, p))
-					count++;
-			if (count < 2)
+			if (count_under(sg, n, p) < 2)
 				continue;
-			if ((g = find_host(sg, wild)) == NULL)
+			if ((g = find_host(sg, wild)) == NULL ||
+			    merge_under(sg, g, n, p) == -1)
 				return -1;
-			for (j = 0; j < n; j++) {
-				struct shost *b = &sg->sg_hosts[j];
-
-				if (!b->sh_merged && b->sh_name[0] != '*' &&
-				    under(b->sh_name, p) && merge(g, b) == -1)
-					return -1;
-			}
 		}
 	return 0;
 }

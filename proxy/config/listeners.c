@@ -75,6 +75,69 @@ cf_parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *len)
 	return 0;
 }
 
+/* The listener type named type into *t: 0, or -1 none. */
+static int
+listener_type(const char *type, enum listener_type *t)
+{
+	if (strcmp(type, "forward") == 0)
+		*t = LISTENER_FORWARD;
+	else if (strcmp(type, "reverse") == 0)
+		*t = LISTENER_REVERSE;
+	else if (strcmp(type, "intercept") == 0)
+		*t = LISTENER_INTERCEPT;
+	else if (strcmp(type, "transparent") == 0)
+		*t = LISTENER_TRANSPARENT;
+	else
+		return -1;
+	return 0;
+}
+
+/* Whether route, host and port (at jp) fit lc's type: 0, or -1. */
+static int
+listener_binding(struct cfctx *cx, const char *jp,
+    const struct listener_conf *lc, const char *route, const char *host,
+    uint64_t port)
+{
+	if (lc->lc_type == LISTENER_REVERSE && route == NULL)
+		return cf_err(cx, jp, "a reverse listener needs \"route\"");
+	if (lc->lc_type != LISTENER_REVERSE && route != NULL)
+		return cf_err(cx, jp,
+		    "route: only reverse listeners are bound to a route");
+	if (lc->lc_type == LISTENER_INTERCEPT && host == NULL)
+		return cf_err(cx, jp,
+		    "an intercept listener needs \"host\" (the intercepted "
+		    "host its connections are tunnels to)");
+	if (lc->lc_type != LISTENER_INTERCEPT && host != NULL)
+		return cf_err(cx, jp,
+		    "host: only intercept listeners name one");
+	if (lc->lc_type != LISTENER_INTERCEPT && port != 0)
+		return cf_err(cx, jp,
+		    "port: only intercept listeners name one");
+	return 0;
+}
+
+/* An intercept listener's host (lowered) and port (at jp) into lc. */
+static int
+listener_host(struct cfctx *cx, const char *jp, struct listener_conf *lc,
+    const char *host, uint64_t port)
+{
+	size_t i, n = strlen(host);
+
+	if (n == 0 || n >= sizeof(lc->lc_host))
+		return cf_err(cx, jp, "host: empty or too long");
+	for (i = 0; i < n; i++)
+		lc->lc_host[i] = (char)(host[i] >= 'A' && host[i] <= 'Z' ?
+			host[i] - 'A' + 'a' :
+			host[i]);
+	lc->lc_host[n] = '\0';
+	lc->lc_port = port != 0 ?
+	    (uint16_t)port :
+	    lc->lc_addr.ss_family == AF_INET ?
+	    ntohs(((struct sockaddr_in *)&lc->lc_addr)->sin_port) :
+	    ntohs(((struct sockaddr_in6 *)&lc->lc_addr)->sin6_port);
+	return 0;
+}
+
 /* One entry of "listeners" (at jp) into lc. */
 static int
 load_listener(struct cfctx *cx, const char *jp, const cJSON *it,
@@ -94,15 +157,7 @@ load_listener(struct cfctx *cx, const char *jp, const cJSON *it,
 	    cf_str(cx, jp, it, "host", 0, &host) == -1 ||
 	    cf_uint(cx, jp, it, "port", 1, 65535, &port) == -1)
 		return -1;
-	if (strcmp(type, "forward") == 0)
-		lc->lc_type = LISTENER_FORWARD;
-	else if (strcmp(type, "reverse") == 0)
-		lc->lc_type = LISTENER_REVERSE;
-	else if (strcmp(type, "intercept") == 0)
-		lc->lc_type = LISTENER_INTERCEPT;
-	else if (strcmp(type, "transparent") == 0)
-		lc->lc_type = LISTENER_TRANSPARENT;
-	else
+	if (listener_type(type, &lc->lc_type) == -1)
 		return cf_err(cx, jp,
 		    "type: \"%s\" is not \"forward\", \"reverse\", "
 		    "\"intercept\" or \"transparent\"",
@@ -118,38 +173,10 @@ load_listener(struct cfctx *cx, const char *jp, const cJSON *it,
 		return cf_err(cx, jp, "name: longer than %zu bytes",
 		    sizeof(lc->lc_name) - 1);
 	snprintf(lc->lc_name, sizeof(lc->lc_name), "%s", name);
-	if (lc->lc_type == LISTENER_REVERSE && route == NULL)
-		return cf_err(cx, jp, "a reverse listener needs \"route\"");
-	if (lc->lc_type != LISTENER_REVERSE && route != NULL)
-		return cf_err(cx, jp,
-		    "route: only reverse listeners are bound to a route");
-	if (lc->lc_type == LISTENER_INTERCEPT && host == NULL)
-		return cf_err(cx, jp,
-		    "an intercept listener needs \"host\" (the intercepted "
-		    "host its connections are tunnels to)");
-	if (lc->lc_type != LISTENER_INTERCEPT && host != NULL)
-		return cf_err(cx, jp,
-		    "host: only intercept listeners name one");
-	if (lc->lc_type != LISTENER_INTERCEPT && port != 0)
-		return cf_err(cx, jp,
-		    "port: only intercept listeners name one");
-	if (host != NULL) {
-		size_t i, n = strlen(host);
-
-		if (n == 0 || n >= sizeof(lc->lc_host))
-			return cf_err(cx, jp, "host: empty or too long");
-		for (i = 0; i < n; i++)
-			lc->lc_host[i] =
-			    (char)(host[i] >= 'A' && host[i] <= 'Z' ?
-				    host[i] - 'A' + 'a' :
-				    host[i]);
-		lc->lc_host[n] = '\0';
-		lc->lc_port = port != 0 ?
-		    (uint16_t)port :
-		    lc->lc_addr.ss_family == AF_INET ?
-		    ntohs(((struct sockaddr_in *)&lc->lc_addr)->sin_port) :
-		    ntohs(((struct sockaddr_in6 *)&lc->lc_addr)->sin6_port);
-	}
+	if (listener_binding(cx, jp, lc, route, host, port) == -1)
+		return -1;
+	if (host != NULL && listener_host(cx, jp, lc, host, port) == -1)
+		return -1;
 	if (route != NULL) {
 		if (strlen(route) > TOKEN_MAX_STR)
 			return cf_err(cx, jp, "route: too long");

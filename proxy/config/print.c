@@ -106,18 +106,13 @@ add_str_or_null(cJSON *o, const char *k, const char *v)
 		cJSON_AddNullToObject(o, k);
 }
 
-void
-config_print(const struct config *cf, FILE *f)
+/* "listeners" into root. */
+static void
+print_listeners(const struct config *cf, cJSON *root)
 {
-	const struct limits *l = &cf->cf_limits;
-	const struct cf_limit *lm;
-	cJSON *root = cJSON_CreateObject(), *a, *o;
-	char hex[2 * sizeof(cf->cf_sha256) + 1], *out;
+	cJSON *a, *o;
 	size_t i;
 
-	ascii_hex_encode(hex, cf->cf_sha256, sizeof(cf->cf_sha256));
-	cJSON_AddStringToObject(root, "sha256", hex);
-	add_str_or_null(root, "user", cf->cf_user);
 	a = cJSON_AddArrayToObject(root, "listeners");
 	for (i = 0; i < cf->cf_nlisteners; i++) {
 		const struct listener_conf *lc = &cf->cf_listeners[i];
@@ -138,12 +133,15 @@ config_print(const struct config *cf, FILE *f)
 		}
 		cJSON_AddItemToArray(a, o);
 	}
-	o = cJSON_AddObjectToObject(root, "tokens");
-	add_str_or_null(o, "issuer", cf->cf_tokens.tc_issuer);
-	cJSON_AddNumberToObject(o, "leeway_s",
-	    (double)cf->cf_tokens.tc_leeway_s);
-	cJSON_AddNumberToObject(o, "max_ttl_s",
-	    (double)cf->cf_tokens.tc_max_ttl_s);
+}
+
+/* "tokens"."keys" into o. */
+static void
+print_keys(const struct config *cf, cJSON *o)
+{
+	cJSON *a;
+	size_t i;
+
 	a = cJSON_AddArrayToObject(o, "keys");
 	for (i = 0; i < cf->cf_tokens.tc_nkeys; i++) {
 		const struct token_key *k = &cf->cf_tokens.tc_keys[i];
@@ -160,6 +158,132 @@ config_print(const struct config *cf, FILE *f)
 		    cf->cf_tokens.tc_key_unlink[i]);
 		cJSON_AddItemToArray(a, ko);
 	}
+}
+
+/* "netpolicy"."inbound" into o. */
+static void
+print_inbound(const struct config *cf, cJSON *o)
+{
+	cJSON *a;
+	size_t i;
+
+	a = cJSON_AddArrayToObject(o, "inbound");
+	for (i = 0; i < cf->cf_np.np_ninbound; i++) {
+		const struct inbound_conf *ib = &cf->cf_np.np_inbound[i];
+		cJSON *e = cJSON_CreateObject(), *ports;
+		size_t j;
+
+		ports = cJSON_AddArrayToObject(e, "ports");
+		for (j = 0; j < ib->ib_nports; j++)
+			cJSON_AddItemToArray(ports,
+			    cJSON_CreateNumber(ib->ib_ports[j]));
+		cJSON_AddItemToObject(e, "from",
+		    strarray(ib->ib_from, ib->ib_nfrom));
+		cJSON_AddItemToArray(a, e);
+	}
+}
+
+/* "sandboxes" into root, in gateway mode. */
+static void
+print_sandboxes(const struct config *cf, cJSON *root)
+{
+	cJSON *a;
+	size_t i;
+
+	if (cf->cf_np.np_mode == NETPOLICY_GATEWAY) {
+		a = cJSON_AddArrayToObject(root, "sandboxes");
+		for (i = 0; i < cf->cf_nsandboxes; i++) {
+			const struct sandbox_conf *sc = &cf->cf_sandboxes[i];
+			cJSON *e = cJSON_CreateObject(), *addrs;
+			char buf[64];
+			size_t j;
+
+			cJSON_AddStringToObject(e, "id", sc->sc_id);
+			cJSON_AddStringToObject(e, "interface", sc->sc_iface);
+			addrs = cJSON_AddArrayToObject(e, "addresses");
+			for (j = 0; j < sc->sc_naddrs; j++) {
+				sandbox_addr_str(&sc->sc_addrs[j], buf,
+				    sizeof(buf));
+				cJSON_AddItemToArray(addrs,
+				    cJSON_CreateString(buf));
+			}
+			cJSON_AddItemToArray(a, e);
+		}
+	}
+}
+
+/* "intercept" into root, when it is on. */
+static void
+print_intercept(const struct config *cf, cJSON *root)
+{
+	cJSON *o;
+
+	if (cf->cf_intercept.ic_on) {
+		const struct intercept_conf *ic = &cf->cf_intercept;
+
+		o = cJSON_AddObjectToObject(root, "intercept");
+		cJSON_AddStringToObject(o, "ca",
+		    ic->ic_ephemeral ? "ephemeral" : "files");
+		if (!ic->ic_ephemeral) {
+			cJSON_AddStringToObject(o, "ca_cert_file",
+			    ic->ic_cert_file);
+			cJSON_AddStringToObject(o, "ca_key_file",
+			    ic->ic_key_file);
+		} else
+			add_str_or_null(o, "ca_cert_out", ic->ic_cert_out);
+		cJSON_AddNumberToObject(o, "ca_days", (double)ic->ic_ca_days);
+		cJSON_AddNumberToObject(o, "leaf_days",
+		    (double)ic->ic_leaf_days);
+		cJSON_AddNumberToObject(o, "max_leaves",
+		    (double)ic->ic_max_leaves);
+	}
+}
+
+/* "exec" into root, when landlock is on. */
+static void
+print_exec(const struct config *cf, cJSON *root)
+{
+	cJSON *o;
+
+	if (cf->cf_exec.ec_landlock) {
+		const struct exec_conf *ec = &cf->cf_exec;
+		cJSON *ll;
+
+		o = cJSON_AddObjectToObject(root, "exec");
+		ll = cJSON_AddObjectToObject(o, "landlock");
+		cJSON_AddItemToObject(ll, "rw",
+		    ec->ec_nrw > 0 ?
+			cJSON_CreateStringArray((const char *const *)ec->ec_rw,
+			    (int)ec->ec_nrw) :
+			cJSON_CreateArray());
+		cJSON_AddItemToObject(ll, "ro",
+		    ec->ec_nro > 0 ?
+			cJSON_CreateStringArray((const char *const *)ec->ec_ro,
+			    (int)ec->ec_nro) :
+			cJSON_CreateArray());
+	}
+}
+
+void
+config_print(const struct config *cf, FILE *f)
+{
+	const struct limits *l = &cf->cf_limits;
+	const struct cf_limit *lm;
+	cJSON *root = cJSON_CreateObject(), *a, *o;
+	char hex[2 * sizeof(cf->cf_sha256) + 1], *out;
+	size_t i;
+
+	ascii_hex_encode(hex, cf->cf_sha256, sizeof(cf->cf_sha256));
+	cJSON_AddStringToObject(root, "sha256", hex);
+	add_str_or_null(root, "user", cf->cf_user);
+	print_listeners(cf, root);
+	o = cJSON_AddObjectToObject(root, "tokens");
+	add_str_or_null(o, "issuer", cf->cf_tokens.tc_issuer);
+	cJSON_AddNumberToObject(o, "leeway_s",
+	    (double)cf->cf_tokens.tc_leeway_s);
+	cJSON_AddNumberToObject(o, "max_ttl_s",
+	    (double)cf->cf_tokens.tc_max_ttl_s);
+	print_keys(cf, o);
 	add_str_or_null(o, "revoked_file", cf->cf_tokens.tc_revoked_file);
 	a = cJSON_AddArrayToObject(root, "routes");
 	for (i = 0; i < cf->cf_nroutes; i++)
@@ -187,40 +311,8 @@ config_print(const struct config *cf, FILE *f)
 	cJSON_AddItemToObject(o, "sandbox_interfaces",
 	    strarray(cf->cf_np.np_ifaces, cf->cf_np.np_nifaces));
 	cJSON_AddBoolToObject(o, "flush_on_exit", cf->cf_np.np_flush_on_exit);
-	a = cJSON_AddArrayToObject(o, "inbound");
-	for (i = 0; i < cf->cf_np.np_ninbound; i++) {
-		const struct inbound_conf *ib = &cf->cf_np.np_inbound[i];
-		cJSON *e = cJSON_CreateObject(), *ports;
-		size_t j;
-
-		ports = cJSON_AddArrayToObject(e, "ports");
-		for (j = 0; j < ib->ib_nports; j++)
-			cJSON_AddItemToArray(ports,
-			    cJSON_CreateNumber(ib->ib_ports[j]));
-		cJSON_AddItemToObject(e, "from",
-		    strarray(ib->ib_from, ib->ib_nfrom));
-		cJSON_AddItemToArray(a, e);
-	}
-	if (cf->cf_np.np_mode == NETPOLICY_GATEWAY) {
-		a = cJSON_AddArrayToObject(root, "sandboxes");
-		for (i = 0; i < cf->cf_nsandboxes; i++) {
-			const struct sandbox_conf *sc = &cf->cf_sandboxes[i];
-			cJSON *e = cJSON_CreateObject(), *addrs;
-			char buf[64];
-			size_t j;
-
-			cJSON_AddStringToObject(e, "id", sc->sc_id);
-			cJSON_AddStringToObject(e, "interface", sc->sc_iface);
-			addrs = cJSON_AddArrayToObject(e, "addresses");
-			for (j = 0; j < sc->sc_naddrs; j++) {
-				sandbox_addr_str(&sc->sc_addrs[j], buf,
-				    sizeof(buf));
-				cJSON_AddItemToArray(addrs,
-				    cJSON_CreateString(buf));
-			}
-			cJSON_AddItemToArray(a, e);
-		}
-	}
+	print_inbound(cf, o);
+	print_sandboxes(cf, root);
 	o = cJSON_AddObjectToObject(root, "admin");
 	add_str_or_null(o, "socket", cf->cf_admin_socket);
 	o = cJSON_AddObjectToObject(root, "metrics");
@@ -230,42 +322,8 @@ config_print(const struct config *cf, FILE *f)
 	add_str_or_null(root, "ready_file", cf->cf_ready_file);
 	cJSON_AddStringToObject(root, "enforce",
 	    cf->cf_report ? "report" : "deny");
-	if (cf->cf_intercept.ic_on) {
-		const struct intercept_conf *ic = &cf->cf_intercept;
-
-		o = cJSON_AddObjectToObject(root, "intercept");
-		cJSON_AddStringToObject(o, "ca",
-		    ic->ic_ephemeral ? "ephemeral" : "files");
-		if (!ic->ic_ephemeral) {
-			cJSON_AddStringToObject(o, "ca_cert_file",
-			    ic->ic_cert_file);
-			cJSON_AddStringToObject(o, "ca_key_file",
-			    ic->ic_key_file);
-		} else
-			add_str_or_null(o, "ca_cert_out", ic->ic_cert_out);
-		cJSON_AddNumberToObject(o, "ca_days", (double)ic->ic_ca_days);
-		cJSON_AddNumberToObject(o, "leaf_days",
-		    (double)ic->ic_leaf_days);
-		cJSON_AddNumberToObject(o, "max_leaves",
-		    (double)ic->ic_max_leaves);
-	}
-	if (cf->cf_exec.ec_landlock) {
-		const struct exec_conf *ec = &cf->cf_exec;
-		cJSON *ll;
-
-		o = cJSON_AddObjectToObject(root, "exec");
-		ll = cJSON_AddObjectToObject(o, "landlock");
-		cJSON_AddItemToObject(ll, "rw",
-		    ec->ec_nrw > 0 ?
-			cJSON_CreateStringArray((const char *const *)ec->ec_rw,
-			    (int)ec->ec_nrw) :
-			cJSON_CreateArray());
-		cJSON_AddItemToObject(ll, "ro",
-		    ec->ec_nro > 0 ?
-			cJSON_CreateStringArray((const char *const *)ec->ec_ro,
-			    (int)ec->ec_nro) :
-			cJSON_CreateArray());
-	}
+	print_intercept(cf, root);
+	print_exec(cf, root);
 
 	if ((out = cJSON_Print(root)) == NULL)
 		fatalx("cannot print the policy");

@@ -309,6 +309,60 @@ report(const struct config *cf, const struct req_view *v, const struct uri *u,
 	return out->de_reason = REASON_OK;
 }
 
+/*
+ * A CONNECT to an intercepting route needs no token: sluice reads
+ * every request inside it, and each must carry one (or the
+ * CONNECT's), so it is not charged to a budget either. That route, or
+ * NULL.
+ */
+static const struct route *
+tokenless_intercept(const struct config *cf, const struct req_view *v,
+    const struct uri *u)
+{
+	const struct route *rt;
+
+	if (v->rv_connect && v->rv_token == REASON_TOKEN_MISSING &&
+	    v->rv_listener->lc_type == LISTENER_FORWARD &&
+	    u->form == URI_AUTHORITY &&
+	    (rt = route_for_norm(cf, u, 1)) != NULL && rt->rt_intercept)
+		return rt;
+	return NULL;
+}
+
+/* The route the request names into *rtp (maybe NULL), or a bad request. */
+static enum reason
+select_route(const struct config *cf, const struct req_view *v,
+    const struct uri *u, const struct route **rtp)
+{
+	if (v->rv_listener->lc_type == LISTENER_REVERSE) {
+		if (v->rv_connect || u->form != URI_ORIGIN ||
+		    v->rv_listener->lc_route_idx >= cf->cf_nroutes)
+			return REASON_BAD_REQUEST;
+		*rtp = &cf->cf_routes[v->rv_listener->lc_route_idx];
+	} else {
+		if (u->form != (v->rv_connect ? URI_AUTHORITY : URI_ABSOLUTE))
+			return REASON_BAD_REQUEST;
+		*rtp = route_for_norm(cf, u, v->rv_connect);
+	}
+	return REASON_OK;
+}
+
+/* Whether rt allows the method and path: REASON_OK, or what it lacks. */
+static enum reason
+request_allowed(const struct route *rt, const struct req_view *v,
+    const struct uri *u)
+{
+	if (v->rv_connect)
+		return rt->rt_connect || rt->rt_intercept ?
+		    REASON_OK :
+		    REASON_METHOD_NOT_ALLOWED;
+	if (!method_allowed(rt, v->rv_method, v->rv_method_len))
+		return REASON_METHOD_NOT_ALLOWED;
+	if (!path_allowed(rt, u->path, u->path_len))
+		return REASON_PATH_NOT_ALLOWED;
+	return REASON_OK;
+}
+
 enum reason
 policy_decide(const struct config *cf, const struct req_view *v0, int64_t now,
     struct decision *out)
@@ -339,15 +393,8 @@ policy_decide(const struct config *cf, const struct req_view *v0, int64_t now,
 	if (v->rv_gateway && v->rv_sandbox == NULL)
 		return out->de_reason = REASON_SANDBOX_UNKNOWN;
 
-	/*
-	 * A CONNECT to an intercepting route needs no token: sluice reads
-	 * every request inside it, and each must carry one (or the
-	 * CONNECT's), so it is not charged to a budget either.
-	 */
-	if (v->rv_connect && v->rv_token == REASON_TOKEN_MISSING &&
-	    v->rv_listener->lc_type == LISTENER_FORWARD &&
-	    u->form == URI_AUTHORITY &&
-	    (rt = route_for_norm(cf, u, 1)) != NULL && rt->rt_intercept) {
+	/* A CONNECT to an intercepting route needs no token. */
+	if ((rt = tokenless_intercept(cf, v, u)) != NULL) {
 		out->de_route = rt;
 		return out->de_reason = REASON_OK;
 	}
@@ -357,16 +404,8 @@ policy_decide(const struct config *cf, const struct req_view *v0, int64_t now,
 	if (v->rv_claims == NULL)
 		return out->de_reason = REASON_TOKEN_MALFORMED;
 
-	if (v->rv_listener->lc_type == LISTENER_REVERSE) {
-		if (v->rv_connect || u->form != URI_ORIGIN ||
-		    v->rv_listener->lc_route_idx >= cf->cf_nroutes)
-			return out->de_reason = REASON_BAD_REQUEST;
-		rt = &cf->cf_routes[v->rv_listener->lc_route_idx];
-	} else {
-		if (u->form != (v->rv_connect ? URI_AUTHORITY : URI_ABSOLUTE))
-			return out->de_reason = REASON_BAD_REQUEST;
-		rt = route_for_norm(cf, u, v->rv_connect);
-	}
+	if (select_route(cf, v, u, &rt) != REASON_OK)
+		return out->de_reason = REASON_BAD_REQUEST;
 	if (rt == NULL)
 		return report(cf, v, u, now, REASON_ROUTE_NOT_FOUND, out);
 	/* An allowlist route dials the host asked, as the routes saw it. */
@@ -393,20 +432,10 @@ policy_decide(const struct config *cf, const struct req_view *v0, int64_t now,
 	if (v->rv_revoked)
 		return out->de_reason = REASON_TOKEN_REVOKED;
 
-	if (v->rv_connect) {
-		if (!rt->rt_connect && !rt->rt_intercept)
-			return report(cf, v, u, now, REASON_METHOD_NOT_ALLOWED,
-			    out);
-		if (rt->rt_intercept)
-			return out->de_reason = REASON_OK; /* no charge */
-	} else {
-		if (!method_allowed(rt, v->rv_method, v->rv_method_len))
-			return report(cf, v, u, now, REASON_METHOD_NOT_ALLOWED,
-			    out);
-		if (!path_allowed(rt, u->path, u->path_len))
-			return report(cf, v, u, now, REASON_PATH_NOT_ALLOWED,
-			    out);
-	}
+	if ((r = request_allowed(rt, v, u)) != REASON_OK)
+		return report(cf, v, u, now, r, out);
+	if (v->rv_connect && rt->rt_intercept)
+		return out->de_reason = REASON_OK; /* no charge */
 
 	out->de_budget_limit = policy_budget_limit(rt, v->rv_claims);
 	if (out->de_budget_limit != 0 &&

@@ -34,6 +34,30 @@ ldh(unsigned char c)
 	    c == '_';
 }
 
+/* Why a label ending at o (lab bytes long) is bad, or NULL. */
+static const char *
+label_end_why(const char *out, size_t o, size_t lab)
+{
+	if (lab == 0)
+		return "empty label";
+	if (out[o - 1] == '-' || out[o - lab] == '-')
+		return "a label starts or ends with '-'";
+	return NULL;
+}
+
+/* Why byte c (lowered, not '.') may not be in a label, or NULL. */
+static const char *
+label_byte_why(unsigned char c)
+{
+	if (c == '*')
+		return "'*' only as the whole first label";
+	if (c >= 0x80)
+		return "not ASCII (give an IDN in A-label form, xn--...)";
+	if (!ldh(c))
+		return "a byte other than a letter, digit, '-' or '_'";
+	return NULL;
+}
+
 int
 hostmatch_normalize(const char *p, size_t len, int wild, char *out,
     const char **why)
@@ -64,31 +88,15 @@ hostmatch_normalize(const char *p, size_t len, int wild, char *out,
 		    i < len ? ascii_lower((unsigned char)p[i]) : '.';
 
 		if (c == '.') {
-			if (lab == 0) {
-				w = "empty label";
+			if ((w = label_end_why(out, o, lab)) != NULL)
 				goto bad;
-			}
-			if (out[o - 1] == '-' || out[o - lab] == '-') {
-				w = "a label starts or ends with '-'";
-				goto bad;
-			}
 			lab = 0;
 			if (i < len)
 				out[o++] = '.';
 			continue;
 		}
-		if (c == '*') {
-			w = "'*' only as the whole first label";
+		if ((w = label_byte_why(c)) != NULL)
 			goto bad;
-		}
-		if (c >= 0x80) {
-			w = "not ASCII (give an IDN in A-label form, xn--...)";
-			goto bad;
-		}
-		if (!ldh(c)) {
-			w = "a byte other than a letter, digit, '-' or '_'";
-			goto bad;
-		}
 		if (++lab > 63) {
 			w = "a label longer than 63 bytes";
 			goto bad;
