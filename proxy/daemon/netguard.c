@@ -181,41 +181,48 @@ netguard_ruleset(const struct config *cf, char *why, size_t whylen)
 	return ng_ruleset(cf, NULL, why, whylen);
 }
 
-static struct np_ruleset *
-ng_ruleset(const struct config *cf, const struct sbx_registry *live, char *why,
+/* The builder's mode of netpolicy.mode; -1 when it is off. */
+static int
+ng_ruleset_mode(const struct netpolicy_conf *np, struct np_input *in, char *why,
     size_t whylen)
 {
-	struct np_sandbox *sbx = NULL;
-	size_t nsbx = 0;
-	const struct netpolicy_conf *np = &cf->cf_np;
-	struct sockaddr_storage *ls = NULL;
-	struct np_upstream *ups = NULL;
-	struct np_inbound *inb = NULL;
-	struct np_ruleset *rs = NULL;
-	uint16_t *rports = NULL;
-	size_t nrports = 0;
-	struct np_input in;
-	size_t i, j, k, nls = 0, ninb = 0;
-
-	memset(&in, 0, sizeof(in));
 	switch (np->np_mode) {
 	case NETPOLICY_SIDECAR:
-		in.ni_mode = NP_MODE_SIDECAR;
-		break;
+		in->ni_mode = NP_MODE_SIDECAR;
+		return 0;
 	case NETPOLICY_GATEWAY:
-		in.ni_mode = NP_MODE_GATEWAY;
-		break;
+		in->ni_mode = NP_MODE_GATEWAY;
+		return 0;
 	default:
 		snprintf(why, whylen, "netpolicy.mode: off");
-		return NULL;
+		return -1;
 	}
+}
+
+/*
+ * The routes' upstreams and the IP listeners, in *upsp and *lsp (which
+ * the caller frees, on failure too).
+ */
+static int
+ng_ruleset_routes(const struct config *cf, struct np_input *in,
+    struct np_upstream **upsp, struct sockaddr_storage **lsp, char *why,
+    size_t whylen)
+{
+	struct sockaddr_storage *ls = NULL;
+	struct np_upstream *ups = NULL;
+	size_t i, nls = 0;
+
 	if ((cf->cf_nroutes > 0 &&
 		(ups = calloc(cf->cf_nroutes, sizeof(*ups))) == NULL) ||
 	    (cf->cf_nlisteners > 0 &&
 		(ls = calloc(cf->cf_nlisteners, sizeof(*ls))) == NULL)) {
+		*upsp = ups;
+		*lsp = ls;
 		snprintf(why, whylen, "netpolicy: out of memory");
-		goto out;
+		return -1;
 	}
+	*upsp = ups;
+	*lsp = ls;
 	for (i = 0; i < cf->cf_nroutes; i++) {
 		ups[i].nu_host = cf->cf_routes[i].rt_up.uc_host;
 		ups[i].nu_port = cf->cf_routes[i].rt_up.uc_port;
@@ -228,25 +235,30 @@ ng_ruleset(const struct config *cf, const struct sbx_registry *live, char *why,
 		if (af == AF_INET || af == AF_INET6)
 			ls[nls++] = cf->cf_listeners[i].lc_addr;
 	}
-	in.ni_table = np->np_table;
-	in.ni_allow_loopback = np->np_allow_loopback;
-	/* cf_user NULL: no user to let out; the builder refuses sidecar. */
-	in.ni_uid = cf->cf_user != NULL ? cf->cf_uid : 0;
-	in.ni_resolvers = (const char *const *)np->np_resolvers;
-	in.ni_nresolvers = np->np_nresolvers;
-	in.ni_log_group = np->np_log_group;
-	in.ni_ifaces = (const char *const *)np->np_ifaces;
-	in.ni_nifaces = np->np_nifaces;
-	in.ni_upstreams = ups;
-	in.ni_nupstreams = cf->cf_nroutes;
-	in.ni_listeners = ls;
-	in.ni_nlisteners = nls;
-	/* netpolicy.inbound, one rule per port and source prefix. */
+	in->ni_upstreams = ups;
+	in->ni_nupstreams = cf->cf_nroutes;
+	in->ni_listeners = ls;
+	in->ni_nlisteners = nls;
+	return 0;
+}
+
+/*
+ * netpolicy.inbound, one rule per port and source prefix, in *inbp (which
+ * the caller frees).
+ */
+static int
+ng_ruleset_inbound(const struct netpolicy_conf *np, struct np_input *in,
+    struct np_inbound **inbp, char *why, size_t whylen)
+{
+	struct np_inbound *inb = NULL;
+	size_t i, j, k, ninb = 0;
+
 	if (np->np_ninbound > 0 &&
 	    (inb = calloc(np->np_ninbound * 16 * 16, sizeof(*inb))) == NULL) {
 		snprintf(why, whylen, "netpolicy: out of memory");
-		goto out;
+		return -1;
 	}
+	*inbp = inb;
 	for (i = 0; i < np->np_ninbound; i++)
 		for (j = 0; j < np->np_inbound[i].ib_nports; j++)
 			for (k = 0; k < np->np_inbound[i].ib_nfrom; k++) {
@@ -260,47 +272,110 @@ ng_ruleset(const struct config *cf, const struct sbx_registry *live, char *why,
 				    np->np_inbound[i].ib_ports[j];
 				ninb++;
 			}
-	in.ni_inbound = inb;
-	in.ni_ninbound = ninb;
-	/* A transparent listener: the intercepted ports go to it. */
+	in->ni_inbound = inb;
+	in->ni_ninbound = ninb;
+	return 0;
+}
+
+/* A transparent listener: the intercepted ports go to it. */
+static void
+ng_ruleset_redirect(const struct config *cf, struct np_input *in)
+{
+	size_t i;
+
 	for (i = 0; i < cf->cf_nlisteners; i++) {
 		const struct listener_conf *lc = &cf->cf_listeners[i];
 
 		if (lc->lc_type != LISTENER_TRANSPARENT)
 			continue;
 		if (lc->lc_addr.ss_family == AF_INET) {
-			in.ni_redirect_v4 = 1;
-			in.ni_redirect_to =
+			in->ni_redirect_v4 = 1;
+			in->ni_redirect_to =
 			    ntohs(((const struct sockaddr_in *)&lc->lc_addr)
 				      ->sin_port);
 		} else {
-			in.ni_redirect_v6 = 1;
-			in.ni_redirect_to =
+			in->ni_redirect_v6 = 1;
+			in->ni_redirect_to =
 			    ntohs(((const struct sockaddr_in6 *)&lc->lc_addr)
 				      ->sin6_port);
 		}
 	}
-	if (in.ni_redirect_to != 0) {
-		if ((rports = calloc(cf->cf_nroutes * 16 + 1,
-			 sizeof(*rports))) == NULL) {
-			snprintf(why, whylen, "netpolicy: out of memory");
-			goto out;
-		}
-		for (i = 0; i < cf->cf_nroutes; i++) {
-			const struct route *rt = &cf->cf_routes[i];
+}
 
-			for (j = 0; rt->rt_intercept && j < rt->rt_nports;
-			     j++) {
-				for (k = 0; k < nrports; k++)
-					if (rports[k] == rt->rt_ports[j])
-						break;
-				if (k == nrports)
-					rports[nrports++] = rt->rt_ports[j];
-			}
-		}
-		in.ni_redirect_ports = rports;
-		in.ni_nredirect_ports = nrports;
+/* Add port to the n ports of rports, unless it is there already. */
+static void
+ng_rports_add(uint16_t *rports, size_t *n, uint16_t port)
+{
+	size_t k;
+
+	for (k = 0; k < *n; k++)
+		if (rports[k] == port)
+			return;
+	rports[(*n)++] = port;
+}
+
+/*
+ * The intercepted routes' ports, each once, in *rportsp (which the caller
+ * frees).
+ */
+static int
+ng_ruleset_rports(const struct config *cf, struct np_input *in,
+    uint16_t **rportsp, char *why, size_t whylen)
+{
+	uint16_t *rports;
+	size_t i, j, nrports = 0;
+
+	if ((rports = calloc(cf->cf_nroutes * 16 + 1, sizeof(*rports))) ==
+	    NULL) {
+		snprintf(why, whylen, "netpolicy: out of memory");
+		return -1;
 	}
+	*rportsp = rports;
+	for (i = 0; i < cf->cf_nroutes; i++) {
+		const struct route *rt = &cf->cf_routes[i];
+
+		for (j = 0; rt->rt_intercept && j < rt->rt_nports; j++)
+			ng_rports_add(rports, &nrports, rt->rt_ports[j]);
+	}
+	in->ni_redirect_ports = rports;
+	in->ni_nredirect_ports = nrports;
+	return 0;
+}
+
+static struct np_ruleset *
+ng_ruleset(const struct config *cf, const struct sbx_registry *live, char *why,
+    size_t whylen)
+{
+	struct np_sandbox *sbx = NULL;
+	size_t nsbx = 0;
+	const struct netpolicy_conf *np = &cf->cf_np;
+	struct sockaddr_storage *ls = NULL;
+	struct np_upstream *ups = NULL;
+	struct np_inbound *inb = NULL;
+	struct np_ruleset *rs = NULL;
+	uint16_t *rports = NULL;
+	struct np_input in;
+
+	memset(&in, 0, sizeof(in));
+	if (ng_ruleset_mode(np, &in, why, whylen) == -1)
+		return NULL;
+	if (ng_ruleset_routes(cf, &in, &ups, &ls, why, whylen) == -1)
+		goto out;
+	in.ni_table = np->np_table;
+	in.ni_allow_loopback = np->np_allow_loopback;
+	/* cf_user NULL: no user to let out; the builder refuses sidecar. */
+	in.ni_uid = cf->cf_user != NULL ? cf->cf_uid : 0;
+	in.ni_resolvers = (const char *const *)np->np_resolvers;
+	in.ni_nresolvers = np->np_nresolvers;
+	in.ni_log_group = np->np_log_group;
+	in.ni_ifaces = (const char *const *)np->np_ifaces;
+	in.ni_nifaces = np->np_nifaces;
+	if (ng_ruleset_inbound(np, &in, &inb, why, whylen) == -1)
+		goto out;
+	ng_ruleset_redirect(cf, &in);
+	if (in.ni_redirect_to != 0 &&
+	    ng_ruleset_rports(cf, &in, &rports, why, whylen) == -1)
+		goto out;
 	if (ng_sandboxes(cf, live, &sbx, &nsbx, why, whylen) == -1)
 		goto out;
 	in.ni_sandboxes = sbx;
@@ -808,12 +883,51 @@ netguard_reload(const struct config *cf, char *why, size_t whylen)
 	return netguard_commit(cf, rs, why, whylen);
 }
 
+/*
+ * The slot of the dynamic element closest to expiry, now taken out of the
+ * kernel's set: the kernel's count stays bounded too (a connection already
+ * made with it goes on: established flows carry the mark of the rule that
+ * let them out).
+ */
+static struct ng_dyn *
+ng_dyn_evict_oldest(void)
+{
+	struct ng_dyn *dy;
+	char why[256];
+	size_t j, oldest;
+
+	for (oldest = 0, j = 1; j < ng.ndyn; j++)
+		if (ng.dyn[j].dy_expires < ng.dyn[oldest].dy_expires)
+			oldest = j;
+	dy = &ng.dyn[oldest];
+	if (np_set_del(ng.table,
+		dy->dy_v6 ? NP_SET_UPSTREAM6 : NP_SET_UPSTREAM4, &dy->dy_elem,
+		1, why, sizeof(why)) == -1)
+		log_warnx("netpolicy: cannot evict an element: %s", why);
+	return dy;
+}
+
+/* Where to remember el: its known slot, a free one, or the oldest one. */
+static struct ng_dyn *
+ng_dyn_slot(const struct np_elem *el)
+{
+	size_t j;
+
+	for (j = 0; j < ng.ndyn; j++)
+		if (memcmp(ng.dyn[j].dy_elem.el_key, el->el_key,
+			sizeof(el->el_key)) == 0)
+			return &ng.dyn[j];
+	if (ng.ndyn < NG_DYN_MAX)
+		return &ng.dyn[ng.ndyn++];
+	return ng_dyn_evict_oldest();
+}
+
 void
 netguard_upstream_addrs(const struct route *rt, const char *host, uint16_t port,
     const struct sockaddr_storage *addrs, size_t n, uint32_t ttl)
 {
 	struct np_elem *e4, *e6;
-	size_t n4 = 0, n6 = 0, i, j, oldest;
+	size_t n4 = 0, n6 = 0, i;
 	const struct upstream_conf *uc = &rt->rt_up;
 	uint32_t timeout;
 	char why[256];
@@ -854,31 +968,7 @@ netguard_upstream_addrs(const struct route *rt, const char *host, uint16_t port,
 		else
 			e4[n4++] = el;
 		/* Remember it, for a re-apply; refresh a known one. */
-		for (dy = NULL, j = 0; j < ng.ndyn && dy == NULL; j++)
-			if (memcmp(ng.dyn[j].dy_elem.el_key, el.el_key,
-				sizeof(el.el_key)) == 0)
-				dy = &ng.dyn[j];
-		if (dy == NULL && ng.ndyn < NG_DYN_MAX)
-			dy = &ng.dyn[ng.ndyn++];
-		if (dy == NULL) {
-			for (oldest = 0, j = 1; j < ng.ndyn; j++)
-				if (ng.dyn[j].dy_expires <
-				    ng.dyn[oldest].dy_expires)
-					oldest = j;
-			dy = &ng.dyn[oldest];
-			/*
-			 * The kernel's count stays bounded too: the element
-			 * closest to expiry goes now (a connection already
-			 * made with it goes on: established flows carry the
-			 * mark of the rule that let them out).
-			 */
-			if (np_set_del(ng.table,
-				dy->dy_v6 ? NP_SET_UPSTREAM6 : NP_SET_UPSTREAM4,
-				&dy->dy_elem, 1, why, sizeof(why)) == -1)
-				log_warnx("netpolicy: cannot evict an element: "
-					  "%s",
-				    why);
-		}
+		dy = ng_dyn_slot(&el);
 		dy->dy_elem = el;
 		dy->dy_v6 = addrs[i].ss_family == AF_INET6;
 		snprintf(dy->dy_host, sizeof(dy->dy_host), "%s", host);

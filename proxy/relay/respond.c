@@ -18,6 +18,97 @@
 #include "proxy/relay/relay.h"
 #include "proxy/util/util.h"
 
+/* The metrics of a request: r is how it ended. */
+static void
+request_log_metrics(struct conn *c, const struct request *rq, const char *route,
+    int allow, int report, enum reason r, double secs)
+{
+	if (c->cn_icpt != NULL) {
+		c->cn_icpt->it_requests++;
+		c->cn_icpt->it_bytes_in += rq->rq_bytes_in;
+		c->cn_icpt->it_bytes_out += rq->rq_bytes_out;
+	}
+	if (rq->rq_connect)
+		metrics_tunnel(route, report ? METRICS_REPORT : allow,
+		    report ? rq->rq_would : r, rq->rq_bytes_in,
+		    rq->rq_bytes_out, secs);
+	else
+		metrics_request(route, report ? METRICS_REPORT : allow,
+		    report ? rq->rq_would : r, rq->rq_bytes_in,
+		    rq->rq_bytes_out, secs);
+	if (rq->rq_cf->cf_np.np_mode == NETPOLICY_GATEWAY)
+		metrics_sandbox_request(conn_sbx_id(c), allow, r);
+}
+
+/*
+ * Whether a refusal's line is to be written: a repeat of a refusal just
+ * logged is counted, not written.
+ */
+static int
+request_log_refusal(struct conn *c, const struct request *rq,
+    const struct listener_conf *lc, const char *route, const char *client,
+    enum reason r)
+{
+	struct clients_refusal cr = { (const struct sockaddr *)&c->cn_peer,
+		rq->rq_connect, c->cn_icpt != NULL, r, rq->rq_status, rq->rq_id,
+		client, lc != NULL ? lc->lc_name : "", route,
+		rq->rq_sub[0] != '\0' ? rq->rq_sub : NULL,
+		rq->rq_jti[0] != '\0' ? rq->rq_jti : NULL,
+		rq->rq_method[0] != '\0' ? rq->rq_method : NULL, rq->rq_host,
+		rq->rq_connect ? NULL : rq->rq_path, conn_sbx_id(c) };
+
+	return clients_aggregate(&cr);
+}
+
+/* The decision and reason fields of a request's audit line. */
+static void
+request_log_decision(struct audit *a, const struct request *rq, int allow,
+    int report, enum reason r)
+{
+	audit_add_cstr(a, "decision",
+	    report    ? "report" :
+		allow ? "allow" :
+			"deny");
+	audit_add_cstr(a, "reason", reason_name(report ? rq->rq_would : r));
+	if (report && r != REASON_OK)
+		audit_add_cstr(a, "ended", reason_name(r));
+	/* The port a reported plain request named (its host has none). */
+	if (report && !rq->rq_connect && rq->rq_dest_port != 0)
+		audit_add_uint(a, "port", rq->rq_dest_port);
+}
+
+/* The fields of a request's audit line after its route. */
+static void
+request_log_fields(struct conn *c, struct audit *a, const struct request *rq,
+    double secs)
+{
+	if (c->cn_icpt != NULL)
+		audit_add_cstr(a, "via", "connect");
+	if (rq->rq_sub[0] != '\0')
+		audit_add_cstr(a, "sub", rq->rq_sub);
+	if (rq->rq_jti[0] != '\0')
+		audit_add_cstr(a, "jti", rq->rq_jti);
+	if (rq->rq_method[0] != '\0')
+		audit_add_cstr(a, "method", rq->rq_method);
+	audit_add_cstr(a, "host", rq->rq_host);
+	if (!rq->rq_connect)
+		audit_add_cstr(a, "path", rq->rq_path);
+	audit_add_int(a, "status", rq->rq_status);
+	/* A tunnel that never opened moved no bytes: leave them out. */
+	if (!rq->rq_connect || rq->rq_status == 200) {
+		audit_add_uint(a, "bytes_in", rq->rq_bytes_in);
+		audit_add_uint(a, "bytes_out", rq->rq_bytes_out);
+	}
+	audit_add_int(a, "duration_ms", (int64_t)(secs * 1000.0));
+	if (rq->rq_upaddr[0] != '\0')
+		audit_add_cstr(a, "upstream", rq->rq_upaddr);
+	if (rq->rq_auth_removed)
+		audit_add_bool(a, "authorization_removed", 1);
+	if (rq->rq_resp_dropped > 0)
+		audit_add_uint(a, "response_headers_dropped",
+		    rq->rq_resp_dropped);
+}
+
 /*
  * The audit line and metrics of a request, written exactly once, when it
  * completes or is refused: r is how it ended (conn_close(), conn_deny(),
@@ -51,21 +142,7 @@ request_log(struct conn *c, enum reason r)
 	 * exchange ended when not ok.
 	 */
 	report = allow && rq->rq_report;
-	if (c->cn_icpt != NULL) {
-		c->cn_icpt->it_requests++;
-		c->cn_icpt->it_bytes_in += rq->rq_bytes_in;
-		c->cn_icpt->it_bytes_out += rq->rq_bytes_out;
-	}
-	if (rq->rq_connect)
-		metrics_tunnel(route, report ? METRICS_REPORT : allow,
-		    report ? rq->rq_would : r, rq->rq_bytes_in,
-		    rq->rq_bytes_out, secs);
-	else
-		metrics_request(route, report ? METRICS_REPORT : allow,
-		    report ? rq->rq_would : r, rq->rq_bytes_in,
-		    rq->rq_bytes_out, secs);
-	if (rq->rq_cf->cf_np.np_mode == NETPOLICY_GATEWAY)
-		metrics_sandbox_request(conn_sbx_id(c), allow, r);
+	request_log_metrics(c, rq, route, allow, report, r, secs);
 	if (a == NULL)
 		return;
 	lc = conn_listener(c, rq->rq_cf);
@@ -75,62 +152,17 @@ request_log(struct conn *c, enum reason r)
 	 * while the log is failed, where each line retries the write that
 	 * ends that state.
 	 */
-	if (!allow && !audit_failed(a)) {
-		struct clients_refusal cr = {
-			(const struct sockaddr *)&c->cn_peer, rq->rq_connect,
-			c->cn_icpt != NULL, r, rq->rq_status, rq->rq_id, client,
-			lc != NULL ? lc->lc_name : "", route,
-			rq->rq_sub[0] != '\0' ? rq->rq_sub : NULL,
-			rq->rq_jti[0] != '\0' ? rq->rq_jti : NULL,
-			rq->rq_method[0] != '\0' ? rq->rq_method : NULL,
-			rq->rq_host, rq->rq_connect ? NULL : rq->rq_path,
-			conn_sbx_id(c)
-		};
-
-		if (!clients_aggregate(&cr))
-			return;
-	}
+	if (!allow && !audit_failed(a) &&
+	    !request_log_refusal(c, rq, lc, route, client, r))
+		return;
 	audit_begin(a, rq->rq_connect ? "connect.tunnel" : "http.request");
 	audit_add_cstr(a, "id", rq->rq_id);
-	audit_add_cstr(a, "decision",
-	    report    ? "report" :
-		allow ? "allow" :
-			"deny");
-	audit_add_cstr(a, "reason", reason_name(report ? rq->rq_would : r));
-	if (report && r != REASON_OK)
-		audit_add_cstr(a, "ended", reason_name(r));
-	/* The port a reported plain request named (its host has none). */
-	if (report && !rq->rq_connect && rq->rq_dest_port != 0)
-		audit_add_uint(a, "port", rq->rq_dest_port);
+	request_log_decision(a, rq, allow, report, r);
 	audit_add_cstr(a, "listener", lc != NULL ? lc->lc_name : "");
 	audit_add_cstr(a, "client", client);
 	audit_add_cstr(a, "sandbox", conn_sbx_id(c));
 	audit_add_cstr(a, "route", route);
-	if (c->cn_icpt != NULL)
-		audit_add_cstr(a, "via", "connect");
-	if (rq->rq_sub[0] != '\0')
-		audit_add_cstr(a, "sub", rq->rq_sub);
-	if (rq->rq_jti[0] != '\0')
-		audit_add_cstr(a, "jti", rq->rq_jti);
-	if (rq->rq_method[0] != '\0')
-		audit_add_cstr(a, "method", rq->rq_method);
-	audit_add_cstr(a, "host", rq->rq_host);
-	if (!rq->rq_connect)
-		audit_add_cstr(a, "path", rq->rq_path);
-	audit_add_int(a, "status", rq->rq_status);
-	/* A tunnel that never opened moved no bytes: leave them out. */
-	if (!rq->rq_connect || rq->rq_status == 200) {
-		audit_add_uint(a, "bytes_in", rq->rq_bytes_in);
-		audit_add_uint(a, "bytes_out", rq->rq_bytes_out);
-	}
-	audit_add_int(a, "duration_ms", (int64_t)(secs * 1000.0));
-	if (rq->rq_upaddr[0] != '\0')
-		audit_add_cstr(a, "upstream", rq->rq_upaddr);
-	if (rq->rq_auth_removed)
-		audit_add_bool(a, "authorization_removed", 1);
-	if (rq->rq_resp_dropped > 0)
-		audit_add_uint(a, "response_headers_dropped",
-		    rq->rq_resp_dropped);
+	request_log_fields(c, a, rq, secs);
 	(void)audit_commit(a);
 }
 

@@ -697,23 +697,13 @@ upconn_alive(const struct upconn *uc)
 	return n == -1 && errno == EAGAIN;
 }
 
-/*
- * The destination host:port of allowlist route rt: the one kept (now the
- * most recently used), or a new one. At UPSTREAM_DEST_MAX the least
- * recently used destination nothing holds a connection of (idle ones
- * aside) is evicted; NULL when there is none, or out of memory.
- */
+/* The kept destination host:port of rt, made the most recently used. */
 static struct upstream *
-upstream_dest(struct upstreams *us, const struct route *rt, const char *host,
-    uint16_t port)
+upstream_dest_find(struct upstreams *us, const struct route *rt,
+    const char *host, uint16_t port)
 {
-	struct upstream *up, *victim = NULL;
-	struct in6_addr a6;
-	struct in_addr a4;
+	struct upstream *up;
 
-	if (host == NULL || host[0] == '\0' ||
-	    strlen(host) >= UPSTREAM_HOST_MAX)
-		return NULL;
 	TAILQ_FOREACH(up, &us->us_dests, up_lru)
 		if (up->up_rt == rt && up->up_port == port &&
 		    strcmp(up->up_host, host) == 0) {
@@ -721,19 +711,41 @@ upstream_dest(struct upstreams *us, const struct route *rt, const char *host,
 			TAILQ_INSERT_HEAD(&us->us_dests, up, up_lru);
 			return up;
 		}
-	if (us->us_ndests >= UPSTREAM_DEST_MAX) {
-		TAILQ_FOREACH_REVERSE(up, &us->us_dests, upstream_list, up_lru)
-			if (up->up_nconns == up->up_nidle &&
-			    TAILQ_EMPTY(&up->up_waiters)) {
-				victim = up;
-				break;
-			}
-		if (victim == NULL)
-			return NULL;
-		TAILQ_REMOVE(&us->us_dests, victim, up_lru);
-		us->us_ndests--;
-		upstream_free(victim);
-	}
+	return NULL;
+}
+
+/*
+ * Evict the least recently used destination nothing holds a connection
+ * of (idle ones aside); -1 when there is none.
+ */
+static int
+upstream_dest_evict(struct upstreams *us)
+{
+	struct upstream *up, *victim = NULL;
+
+	TAILQ_FOREACH_REVERSE(up, &us->us_dests, upstream_list, up_lru)
+		if (up->up_nconns == up->up_nidle &&
+		    TAILQ_EMPTY(&up->up_waiters)) {
+			victim = up;
+			break;
+		}
+	if (victim == NULL)
+		return -1;
+	TAILQ_REMOVE(&us->us_dests, victim, up_lru);
+	us->us_ndests--;
+	upstream_free(victim);
+	return 0;
+}
+
+/* A new destination host:port of rt; NULL when out of memory. */
+static struct upstream *
+upstream_dest_new(struct upstreams *us, const struct route *rt,
+    const char *host, uint16_t port)
+{
+	struct upstream *up;
+	struct in6_addr a6;
+	struct in_addr a4;
+
 	if ((up = calloc(1, sizeof(*up))) == NULL)
 		return NULL;
 	up->up_cf = us->us_cf;
@@ -753,6 +765,28 @@ upstream_dest(struct upstreams *us, const struct route *rt, const char *host,
 	TAILQ_INSERT_HEAD(&us->us_dests, up, up_lru);
 	us->us_ndests++;
 	return up;
+}
+
+/*
+ * The destination host:port of allowlist route rt: the one kept (now the
+ * most recently used), or a new one. At UPSTREAM_DEST_MAX the least
+ * recently used destination nothing holds a connection of (idle ones
+ * aside) is evicted; NULL when there is none, or out of memory.
+ */
+static struct upstream *
+upstream_dest(struct upstreams *us, const struct route *rt, const char *host,
+    uint16_t port)
+{
+	struct upstream *up;
+
+	if (host == NULL || host[0] == '\0' ||
+	    strlen(host) >= UPSTREAM_HOST_MAX)
+		return NULL;
+	if ((up = upstream_dest_find(us, rt, host, port)) != NULL)
+		return up;
+	if (us->us_ndests >= UPSTREAM_DEST_MAX && upstream_dest_evict(us) == -1)
+		return NULL;
+	return upstream_dest_new(us, rt, host, port);
 }
 
 int
