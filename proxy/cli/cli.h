@@ -24,6 +24,9 @@ int cmd_exec(int argc, char **argv);       /* cmd_exec.c */
 /* "audit suggest"; argv[0] is "suggest". */
 int audit_suggest(int argc, char **argv); /* cmd_audit_suggest.c */
 
+/* cmd_token.c: a decimal integer in [min, max], the whole string. 0 or -1. */
+int cli_parse_int(const char *s, long long min, long long max, int64_t *out);
+
 /*
  * cmd_token.c: sign a run token (sluice exec): sub, aud (naud of them),
  * iat now, exp now + ttl, a random jti, max_requests when > 0, kid when

@@ -114,20 +114,6 @@ exec_usage(const char *msg)
 }
 
 static int
-parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-	char *end;
-	long long v;
-
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
-		return -1;
-	*out = v;
-	return 0;
-}
-
-static int
 exec_parse(int argc, char **argv, struct exec_args *a)
 {
 	static const struct option opts[] = {
@@ -162,11 +148,11 @@ exec_parse(int argc, char **argv, struct exec_args *a)
 			a->key_file = optarg;
 			break;
 		case 't':
-			if (parse_int(optarg, 1, 604800, &a->ttl) == -1)
+			if (cli_parse_int(optarg, 1, 604800, &a->ttl) == -1)
 				return exec_usage("--ttl: 1 to 604800 seconds");
 			break;
 		case 'm':
-			if (parse_int(optarg, 1, INT64_C(9007199254740991),
+			if (cli_parse_int(optarg, 1, INT64_C(9007199254740991),
 				&a->max_requests) == -1)
 				return exec_usage(
 				    "--max-requests: a positive integer");
@@ -521,24 +507,12 @@ read_policy(const char *path)
 	unsigned char *buf;
 	size_t len;
 	cJSON *root;
-	FILE *f;
-	long n;
 
-	if ((f = fopen(path, "re")) == NULL) {
-		fprintf(stderr, "sluice: exec: %s: %s\n", path,
-		    strerror(errno));
+	/* The reader (and size bound) the policy's load uses. */
+	if (certs_read_public(path, &buf, &len, why, sizeof(why)) == -1) {
+		fprintf(stderr, "sluice: exec: %s\n", why);
 		return NULL;
 	}
-	if (fseek(f, 0, SEEK_END) == -1 || (n = ftell(f)) < 0 ||
-	    n > 4L * 1024 * 1024 || fseek(f, 0, SEEK_SET) == -1 ||
-	    (buf = malloc((size_t)n + 1)) == NULL) {
-		fprintf(stderr, "sluice: exec: %s: cannot read it\n", path);
-		(void)fclose(f);
-		return NULL;
-	}
-	len = fread(buf, 1, (size_t)n, f);
-	(void)fclose(f);
-	buf[len] = '\0';
 	root = cJSON_ParseWithLength((const char *)buf, len);
 	free(buf);
 	if (root == NULL || !cJSON_IsObject(root)) {
@@ -928,7 +902,7 @@ resolve_user(const char *user, struct exec_ctx *x)
 		x->gid = pw->pw_gid;
 		return 0;
 	}
-	if (parse_int(user, 1, 0x7ffffffe, &n) == 0) {
+	if (cli_parse_int(user, 1, 0x7ffffffe, &n) == 0) {
 		x->uid = (uid_t)n;
 		x->gid = (gid_t)n;
 		return 0;

@@ -48,9 +48,8 @@ token_usage(void)
 	return SL_EXIT_USAGE;
 }
 
-/* A decimal integer in [min, max], the whole string. */
-static int
-parse_int(const char *s, long long min, long long max, int64_t *out)
+int
+cli_parse_int(const char *s, long long min, long long max, int64_t *out)
 {
 	char *end;
 	long long v;
@@ -287,7 +286,8 @@ mint_parse(int argc, char **argv, struct mint_args *a)
 			a->sub = optarg;
 			break;
 		case 't':
-			if (parse_int(optarg, 1, MAX_SAFE_INT, &a->ttl) == -1)
+			if (cli_parse_int(optarg, 1, MAX_SAFE_INT, &a->ttl) ==
+			    -1)
 				return -1;
 			a->has_ttl = 1;
 			break;
@@ -298,7 +298,7 @@ mint_parse(int argc, char **argv, struct mint_args *a)
 			a->iss = optarg;
 			break;
 		case 'm':
-			if (parse_int(optarg, 1, MAX_SAFE_INT,
+			if (cli_parse_int(optarg, 1, MAX_SAFE_INT,
 				&a->max_requests) == -1)
 				return -1;
 			break;
@@ -309,7 +309,8 @@ mint_parse(int argc, char **argv, struct mint_args *a)
 			a->sbx = optarg;
 			break;
 		case 'n':
-			if (parse_int(optarg, 0, MAX_SAFE_INT, &a->now) == -1)
+			if (cli_parse_int(optarg, 0, MAX_SAFE_INT, &a->now) ==
+			    -1)
 				return -1;
 			a->has_now = 1;
 			break;
@@ -494,7 +495,8 @@ token_verify_cmd(int argc, char **argv)
 			route = optarg;
 			break;
 		case 'n':
-			if (parse_int(optarg, 0, MAX_SAFE_INT, &now) == -1) {
+			if (cli_parse_int(optarg, 0, MAX_SAFE_INT, &now) ==
+			    -1) {
 				(void)fputs(VERIFY_USAGE, stderr);
 				return SL_EXIT_USAGE;
 			}
