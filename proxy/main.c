@@ -17,7 +17,7 @@ struct command {
 
 static const struct command commands[] = {
 	{ "run", cmd_run,
-	    "sluice run -c POLICY.json [--netns NAME] [--no-netpolicy] [-v]\n" },
+	    "sluice run -c POLICY.json [--netns NAME] [--no-netpolicy] [--single-process] [-v]\n" },
 	{ "check", cmd_check, "sluice check -c POLICY.json\n" },
 	{ "netpolicy", cmd_netpolicy,
 	    "sluice netpolicy apply|show|verify|flush -c POLICY.json "
@@ -127,6 +127,9 @@ main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "--version") == 0) {
 		printf("sluice %s\n", SLUICE_VERSION);
+#ifdef SLUICE_TEST_HOOKS
+		printf("built with test hooks (SLUICE_TEST_HOOKS): not for use\n");
+#endif
 		return SL_EXIT_OK;
 	}
 	if (strcmp(argv[1], "help") == 0 || is_help(argv[1]))

@@ -57,6 +57,7 @@ run_parse(int argc, char **argv, struct run_opts *o)
 		{ "config", required_argument, NULL, 'c' },
 		{ "netns", required_argument, NULL, 'n' },
 		{ "no-netpolicy", no_argument, NULL, 'N' },
+		{ "single-process", no_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -75,6 +76,9 @@ run_parse(int argc, char **argv, struct run_opts *o)
 		case 'N':
 			o->no_netpolicy = 1;
 			break;
+		case 'S':
+			o->no_privsep = 1;
+			break;
 		case 'v':
 			o->verbose = 1;
 			break;
@@ -92,6 +96,6 @@ cmd_run(int argc, char **argv)
 
 	if (run_parse(argc, argv, &o) == -1)
 		return usage_error("run",
-		    "usage: sluice run -c POLICY.json [--netns NAME] [--no-netpolicy] [-v]");
+		    "usage: sluice run -c POLICY.json [--netns NAME] [--no-netpolicy] [--single-process] [-v]");
 	return serve(&o);
 }

@@ -35,6 +35,7 @@
 #include "netpolicy/netpolicy.h"
 #include "proxy/config/config.h"
 #include "proxy/daemon/daemon.h"
+#include "proxy/daemon/engine.h"
 #include "proxy/dns/resolve.h"
 #include "proxy/ops/ops.h"
 #include "proxy/relay/relay.h"
@@ -49,6 +50,30 @@ static struct event *d_drain_ev;
 static struct event *d_prune_ev;
 static time_t d_started;
 static uint64_t d_reloads, d_reload_failures;
+static struct event *d_sigev[8]; /* the daemon's signals */
+static size_t d_nsigev;
+static int d_ready_fd_kept = -1; /* for the engine's ready */
+static int d_engine_failed;      /* the first engine never served */
+static int d_ready_fd; /* below, with the ready file */
+static void write_ready(int fd);
+
+/* Status lines of the engines (privilege separation). */
+static void
+daemon_status_engines(struct evbuffer *out)
+{
+	pid_t pids[ENGINE_SLOTS];
+	size_t i, n;
+
+	evbuffer_add_printf(out, "privsep %d\n", engine_on());
+	if (!engine_on())
+		return;
+	n = engine_pids(pids, ENGINE_SLOTS);
+	evbuffer_add_printf(out, "engine_restarts %llu\nengine_pids",
+	    (unsigned long long)engine_restarts());
+	for (i = 0; i < n; i++)
+		evbuffer_add_printf(out, " %ld", (long)pids[i]);
+	evbuffer_add_printf(out, "\n");
+}
 
 /* Append "key value" status lines (admin "status"). */
 static void
@@ -62,7 +87,9 @@ daemon_status(void *arg, struct evbuffer *out)
 
 	for (i = 0; i < 32; i++)
 		snprintf(hex + 2 * i, 3, "%02x", cf->cf_sha256[i]);
-	if (env->pe_cache != NULL)
+	if (engine_on())
+		metrics_cache_totals(&hits, &misses);
+	else if (env->pe_cache != NULL)
 		token_cache_stats(env->pe_cache, &hits, &misses);
 	evbuffer_add_printf(out,
 	    "version %s\n"
@@ -80,11 +107,13 @@ daemon_status(void *arg, struct evbuffer *out)
 	    "token_cache_misses %llu\n",
 	    SLUICE_VERSION, (long long)(time(NULL) - d_started), hex,
 	    (unsigned long long)cf->cf_gen, cf->cf_nlisteners, cf->cf_nroutes,
-	    conn_count(), env->pe_draining,
+	    engine_on() ? (size_t)metrics_conn_active_total() : conn_count(),
+	    env->pe_draining,
 	    env->pe_audit != NULL && audit_failed(env->pe_audit),
 	    (unsigned long long)d_reloads,
 	    (unsigned long long)d_reload_failures, (unsigned long long)hits,
 	    (unsigned long long)misses);
+	daemon_status_engines(out);
 }
 
 #define UNPRIV_PORT_START "/proc/sys/net/ipv4/ip_unprivileged_port_start"
@@ -245,8 +274,8 @@ warn_unprivileged_ports(const struct config *cf)
  * from the bounding set; no_new_privs and non-dumpable always.
  */
 static int
-drop_privileges(const struct config *cf, int keep_netadmin, char *why,
-    size_t whylen)
+drop_privileges(const struct config *cf, int keep_netadmin, int keep_setpcap,
+    char *why, size_t whylen)
 {
 	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3,
 		0 };
@@ -263,13 +292,15 @@ drop_privileges(const struct config *cf, int keep_netadmin, char *why,
 	 */
 	for (cap = 0; cap <= 63; cap++)
 		if (!(keep_netadmin && cap == CAP_NET_ADMIN) &&
+		    !(keep_setpcap && cap == CAP_SETPCAP) &&
 		    prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == -1 &&
 		    errno != EINVAL && errno != EPERM) {
 			snprintf(why, whylen, "PR_CAPBSET_DROP: %s",
 			    strerror(errno));
 			return -1;
 		}
-	if (keep_netadmin && prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) == -1) {
+	if ((keep_netadmin || keep_setpcap) &&
+	    prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) == -1) {
 		snprintf(why, whylen, "PR_SET_KEEPCAPS: %s", strerror(errno));
 		return -1;
 	}
@@ -281,10 +312,12 @@ drop_privileges(const struct config *cf, int keep_netadmin, char *why,
 		return -1;
 	}
 	memset(data, 0, sizeof(data));
-	if (keep_netadmin) {
-		data[0].permitted = data[0].effective = 1u
-		    << (CAP_NET_ADMIN & 31);
-	}
+	if (keep_netadmin)
+		data[0].permitted |= 1u << (CAP_NET_ADMIN & 31);
+	/* Only to empty an engine's bounding set (engine.c). */
+	if (keep_setpcap)
+		data[0].permitted |= 1u << (CAP_SETPCAP & 31);
+	data[0].effective = data[0].permitted;
 	if (syscall(SYS_capset, &hdr, data) == -1) {
 		snprintf(why, whylen, "capset: %s", strerror(errno));
 		return -1;
@@ -531,6 +564,8 @@ daemon_reload(void)
 	metrics_reload(1);
 	log_info("policy reloaded (generation %llu)",
 	    (unsigned long long)d_env.pe_cf->cf_gen);
+	/* A new engine serves it; the old ones drain. */
+	engine_reload();
 	notify_serving("");
 	return;
 
@@ -562,7 +597,11 @@ admin_revoke_cb(void *arg, const char *jti, uid_t uid, char *why, size_t whylen)
 {
 	struct proxy_env *env = arg;
 
-	return admin_revoke(env->pe_revs, env->pe_audit, jti, uid, why, whylen);
+	if (admin_revoke(env->pe_revs, env->pe_audit, jti, uid, why, whylen) ==
+	    -1)
+		return -1;
+	engine_revoke(jti);
+	return 0;
 }
 
 static int
@@ -600,16 +639,14 @@ drain_check_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* Stop accepting, finish what is in flight (drain_timeout), then stop. */
 static void
-daemon_drain(void)
+daemon_drain_conns(void)
 {
 	static struct timeval deadline;
 	struct timeval tick = { 0, 50000 }, d;
 	uint64_t ms = d_env.pe_cf->cf_limits.drain_timeout_ms;
 
-	if (d_env.pe_draining)
-		return;
-	d_env.pe_draining = 1;
 	log_info("draining %zu connections", conn_count());
 	notify_send("STOPPING=1\nSTATUS=draining %zu connections",
 	    conn_count());
@@ -630,6 +667,80 @@ daemon_drain(void)
 	if (d_drain_ev == NULL || event_add(d_drain_ev, &tick) == -1)
 		event_base_loopexit(d_env.pe_base, NULL);
 }
+
+static void
+daemon_drain(void)
+{
+	if (d_env.pe_draining)
+		return;
+	d_env.pe_draining = 1;
+	if (engine_on() && !engine_is_engine()) {
+		/* The engines drain; the parent's copies of the sockets go. */
+		log_info("draining the engines");
+		notify_send("STOPPING=1\nSTATUS=draining");
+		listener_close_all();
+		admin_close();
+		engine_stop();
+		return;
+	}
+	daemon_drain_conns();
+}
+
+/* Privsep: the engine side of a drain, and what the parent hands over. */
+static void
+engine_drain_cb(void)
+{
+	/* In an engine: as a single process drains. */
+	daemon_drain();
+}
+
+static void
+engine_forget_cb(void)
+{
+	size_t i;
+
+	for (i = 0; i < d_nsigev; i++)
+		if (d_sigev[i] != NULL)
+			event_free(d_sigev[i]);
+	d_nsigev = 0;
+	admin_forget();
+	netguard_forget();
+	revwatch_stop();
+	notify_close();
+	revocations_forget_file(d_env.pe_revs);
+	/* Never removed from here: the parent's (exit, not _exit, runs
+	 * atexit handlers). */
+	if (d_ready_fd != -1)
+		close(d_ready_fd);
+	d_ready_fd = -1;
+	/* The budget's prune is the engine's (the parent stopped its own). */
+	(void)event_add(d_prune_ev, &(struct timeval){ 3600, 0 });
+}
+
+static void
+engine_ready_cb(int ok)
+{
+	if (!ok) {
+		log_warnx("the engine did not start: not serving");
+		d_engine_failed = 1;
+		event_base_loopexit(d_env.pe_base, NULL);
+		return;
+	}
+	write_ready(d_ready_fd_kept);
+}
+
+static void
+engine_stopped_cb(void)
+{
+	event_base_loopexit(d_env.pe_base, NULL);
+}
+
+static const struct engine_ops daemon_engine_ops = {
+	.eo_child_forget = engine_forget_cb,
+	.eo_drain = engine_drain_cb,
+	.eo_ready = engine_ready_cb,
+	.eo_stopped = engine_stopped_cb,
+};
 
 static void
 signal_cb(evutil_socket_t sig, short what, void *arg)
@@ -1089,9 +1200,10 @@ start_open(struct exec_run *xr, const int *fds, int *ready_fd, char *why,
 
 /* Start-up step 4: drop privileges; then the resolver's sockets are ours. */
 static int
-start_drop(struct exec_run *xr, int use_np, char *why, size_t whylen)
+start_drop(struct exec_run *xr, int use_np, int privsep, char *why,
+    size_t whylen)
 {
-	if (drop_privileges(d_env.pe_cf, use_np, why, whylen) == -1 ||
+	if (drop_privileges(d_env.pe_cf, use_np, privsep, why, whylen) == -1 ||
 	    dns_setup(d_env.pe_cf, why, whylen) == -1) {
 		log_warnx("%s", why);
 		return serve_fail(xr, SL_EXIT_RUNTIME);
@@ -1108,6 +1220,29 @@ start_drop(struct exec_run *xr, int use_np, char *why, size_t whylen)
 	/* As the user: what it cannot read, it could not re-read. */
 	if (revwatch_start(&d_env, why, whylen) == -1)
 		log_warnx("%s (its changes need a reload)", why);
+	return 0;
+}
+
+/*
+ * Privilege separation: the engine serves, the ready file and READY=1
+ * come when it says so (engine_ready_cb). The budget's prune is the
+ * engine's: two processes must not compact the shared table.
+ */
+static int
+start_engines(int ready_fd)
+{
+	char why[512];
+
+	d_ready_fd_kept = ready_fd;
+	if (metrics_share() == -1)
+		log_warnx("metrics: no shared memory: engine counts stay "
+			  "per engine");
+	if (engine_start(&d_env, &daemon_engine_ops, why, sizeof(why)) ==
+	    -1) {
+		log_warnx("%s", why);
+		return SL_EXIT_RUNTIME;
+	}
+	(void)event_del(d_prune_ev);
 	return 0;
 }
 
@@ -1149,11 +1284,12 @@ int
 serve(const struct run_opts *op)
 {
 	static const int sigs[] = { SIGHUP, SIGTERM, SIGINT, SIGUSR1 };
-	struct event *sigev[SL_NELEM(sigs)];
+	struct event **sigev = d_sigev;
 	struct run_opts o = *op;
 	struct exec_run *xr = o.exec;
 	char why[1024];
 	int ready_fd, use_np, rc, *fds = NULL;
+	int privsep = xr == NULL && !o.no_privsep;
 
 	log_init("sluice", o.verbose);
 	/* SIG_ERR only for a bad signal number: these are good. */
@@ -1194,12 +1330,16 @@ serve(const struct run_opts *op)
 		return SANDBOX_EXIT_SETUP;
 	}
 	if ((rc = start_open(xr, fds, &ready_fd, why, sizeof(why))) != 0 ||
-	    (rc = start_drop(xr, use_np, why, sizeof(why))) != 0)
+	    (rc = start_drop(xr, use_np, privsep, why, sizeof(why))) != 0)
 		return rc;
 	start_serving(xr, sigev, sigs, SL_NELEM(sigs));
+	d_nsigev = SL_NELEM(sigs);
 
-	/* 5. Ready. */
-	write_ready(ready_fd);
+	/* 5. Ready (under privilege separation, once the engine serves). */
+	if (privsep && (rc = start_engines(ready_fd)) != 0)
+		return rc;
+	if (!privsep)
+		write_ready(ready_fd);
 	if (xr != NULL &&
 	    exec_go(&d_env, daemon_drain, why, sizeof(why)) == -1) {
 		fprintf(stderr, "sluice: exec: %s\n", why);
@@ -1213,6 +1353,8 @@ serve(const struct run_opts *op)
 		exec_stop();
 		metrics_totals(&xr->xr_allowed, &xr->xr_denied);
 	}
-	run_stop(sigev, SL_NELEM(sigev));
+	run_stop(sigev, d_nsigev);
+	if (d_engine_failed)
+		return SL_EXIT_RUNTIME;
 	return xr != NULL ? xr->xr_status : SL_EXIT_OK;
 }

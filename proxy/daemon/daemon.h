@@ -64,6 +64,7 @@ struct run_opts {
 	const char *path;
 	const char *netns;
 	int no_netpolicy;
+	int no_privsep; /* --single-process: no engine (debugging, benches) */
 	int verbose;
 	struct exec_run *exec; /* "sluice exec": serve its sandbox */
 };
@@ -164,6 +165,8 @@ int netguard_sandboxes(const struct sandbox_conf *add,
     const struct sandbox_conf *del, char *why, size_t whylen);
 /* Stop the timers and NFLOG; flush the table only with flush_on_exit. */
 void netguard_stop(const struct config *cf);
+/* In a forked engine: close netlink, NFLOG and the timers; rules untouched. */
+void netguard_forget(void);
 /*
  * The desired ruleset for cf (also `sluice netpolicy`): a ruleset the
  * caller frees with np_ruleset_free(), or NULL with why set.

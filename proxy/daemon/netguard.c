@@ -1058,6 +1058,29 @@ netguard_sandboxes(const struct sandbox_conf *add,
 	return 0;
 }
 
+/*
+ * In a forked engine: let the netlink and NFLOG sockets and the timers
+ * go, the rules untouched (they are the parent's).
+ */
+void
+netguard_forget(void)
+{
+	if (ng.nflog_ev != NULL)
+		event_free(ng.nflog_ev);
+	np_nflog_close(ng.nflog);
+	if (ng.agg_ev != NULL)
+		event_free(ng.agg_ev);
+	if (ng.verify_ev != NULL)
+		event_free(ng.verify_ev);
+	if (ng.counter_ev != NULL)
+		event_free(ng.counter_ev);
+	if (ng.apply_ev != NULL)
+		event_free(ng.apply_ev);
+	np_ruleset_free(ng.want);
+	np_nl_keep(0);
+	memset(&ng, 0, sizeof(ng));
+}
+
 void
 netguard_stop(const struct config *cf)
 {

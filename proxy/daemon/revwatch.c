@@ -26,6 +26,7 @@
 
 #include "proxy/config/config.h"
 #include "proxy/daemon/daemon.h"
+#include "proxy/daemon/engine.h"
 #include "proxy/ops/ops.h"
 #include "proxy/relay/relay.h"
 #include "proxy/token/store.h"
@@ -134,6 +135,7 @@ rw_read(void)
 	env->pe_revfile_set = 1;
 	if (same)
 		return;
+	engine_revfile(list, n);
 	log_info("tokens.revoked_file: %s: %zu revoked", rw.path, n);
 	audit_begin(env->pe_audit, "token.revoked_file");
 	audit_add_cstr(env->pe_audit, "path", rw.path);

@@ -16,6 +16,7 @@
 
 #include "proxy/config/config.h"
 #include "proxy/daemon/daemon.h"
+#include "proxy/daemon/engine.h"
 #include "proxy/ops/ops.h"
 #include "proxy/relay/relay.h"
 #include "proxy/util/util.h"
@@ -110,6 +111,7 @@ sbx_add(struct proxy_env *env, int argc, char **argv, uid_t uid,
 		(void)sbx_registry_del(env->pe_sbx, sc.sc_id);
 		return -1;
 	}
+	engine_sandbox_add(&sc);
 	sbx_audit(env, "sandbox.add", &sc, uid);
 	evbuffer_add_printf(out, "ok added %s\n", sc.sc_id);
 	return 0;
@@ -152,6 +154,7 @@ sbx_del(struct proxy_env *env, int argc, char **argv, uid_t uid,
 			log_warnx("admin: sandbox del %s: %s", sc.sc_id, w2);
 		return -1;
 	}
+	engine_sandbox_del(sc.sc_id);
 	sbx_audit(env, "sandbox.del", &sc, uid);
 	evbuffer_add_printf(out, "ok deleted %s\n", sc.sc_id);
 	return 0;

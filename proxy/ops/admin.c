@@ -387,6 +387,24 @@ fail:
 	return -1;
 }
 
+/* A forked engine: let the admin socket go, leaving the path alone. */
+void
+admin_forget(void)
+{
+	struct admin_client *cl;
+
+	while ((cl = TAILQ_FIRST(&admin.ad_clients)) != NULL)
+		admin_client_free(cl);
+	if (admin.ad_pause != NULL)
+		event_free(admin.ad_pause);
+	admin.ad_pause = NULL;
+	if (admin.ad_lev != NULL)
+		evconnlistener_free(admin.ad_lev);
+	admin.ad_lev = NULL;
+	free(admin.ad_path);
+	admin.ad_path = NULL;
+}
+
 void
 admin_close(void)
 {

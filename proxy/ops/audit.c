@@ -7,12 +7,15 @@
  * is cmd_audit.c's.
  */
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -119,7 +122,32 @@ struct audit {
 	struct audit_writer *a_w; /* NULL: write inline (no event loop) */
 	uint64_t a_epoch;         /* w_epoch the chain head was taken at */
 	uint64_t a_fail_seq;      /* failed state: ends once w_seq is past */
+	/*
+	 * A privsep engine's writer (audit_remote()): the parent chains and
+	 * writes; lines go to it over a_rfd, a_line then holds the fields
+	 * only (ts and event are kept apart).
+	 */
+	int a_rfd;                /* -1: not remote */
+	struct event *a_rev;      /* a_rfd: acks and state in, queue out */
+	struct audit_rq *a_rq;    /* lines the socket did not take yet */
+	struct audit_rq **a_rq_tail;
+	size_t a_rq_bytes;
+	uint64_t a_rsent, a_racked; /* "sync" lines sent, acked durable */
+	int a_rfull;                /* the queue overflowed */
+	int a_rparent;              /* the parent's writer is failed */
+	char a_rts[32];
+	char a_revent[AUDIT_EVENT_MAX + 1];
+	/* The parent: told when the failed state starts or ends. */
+	audit_state_cb *a_state_cb;
+	void *a_state_arg;
 	char a_line[AUDIT_LINE_MAX];
+};
+
+/* A queued remote message (audit_remote()). */
+struct audit_rq {
+	struct audit_rq *rq_next;
+	size_t rq_len;
+	unsigned char rq_data[];
 };
 
 /* What the tail of an existing log file holds. */
@@ -137,6 +165,10 @@ static void audit_poll(struct audit *);
 static void audit_notify(struct audit *, int);
 static void audit_drain(struct audit *, int hold);
 static void audit_release(struct audit *);
+static void audit_remote_begin(struct audit *, const char *event);
+static void audit_begin_ts(struct audit *, const char *event, const char *ts);
+static int audit_remote_commit(struct audit *);
+static int audit_remote_wait(struct audit *);
 
 /*
  * Escape len bytes of s as the inside of a JSON string into dst, writing
@@ -319,18 +351,32 @@ audit_timestamp(char *buf, size_t len)
 void
 audit_begin(struct audit *a, const char *event)
 {
+	if (a == NULL)
+		return;
+	if (a->a_rfd != -1) {
+		audit_remote_begin(a, event);
+		return;
+	}
+	audit_begin_ts(a, event, NULL);
+}
+
+/* As audit_begin, at the time ts when it is not NULL (an engine's line). */
+static void
+audit_begin_ts(struct audit *a, const char *event, const char *given)
+{
 	char ts[64], num[32], hex[65];
 	size_t n;
 
-	if (a == NULL)
-		return;
 	/* A write the thread lost moves the chain head back: see first. */
 	if (a->a_w != NULL && atomic_load(&a->a_w->w_bad))
 		audit_poll(a);
 	a->a_len = 0;
 	a->a_overflow = 0;
 	a->a_building = 1;
-	audit_timestamp(ts, sizeof(ts));
+	if (given != NULL)
+		snprintf(ts, sizeof(ts), "%s", given);
+	else
+		audit_timestamp(ts, sizeof(ts));
 	/* The head fits: the buffer is far larger than these fields. */
 	(void)audit_put(a, "{\"ts\":\"", 7);
 	(void)audit_put(a, ts, strlen(ts));
@@ -522,6 +568,8 @@ audit_fail(struct audit *a, const char *what)
 			    what, a->a_path);
 			metrics_audit_failed(1);
 		}
+		if (!a->a_failed && a->a_state_cb != NULL)
+			a->a_state_cb(1, a->a_state_arg);
 		a->a_failed = 1;
 		audit_notify(a, 1);
 		errno = saved;
@@ -549,6 +597,8 @@ audit_recovered(struct audit *a)
 	a->a_failed = 0;
 	audit_notify(a, 0);
 	metrics_audit_failed(0);
+	if (a->a_state_cb != NULL)
+		a->a_state_cb(0, a->a_state_arg);
 	log_info("audit: %s: writes succeed again; failed state ended",
 	    a->a_path);
 }
@@ -577,6 +627,8 @@ audit_commit(struct audit *a)
 		return 0;
 	if (!a->a_building)
 		return -1;
+	if (a->a_rfd != -1)
+		return audit_remote_commit(a);
 	a->a_building = 0;
 	if (a->a_overflow) {
 		memcpy(a->a_line + a->a_len, ",\"overflow\":true", 16);
@@ -1040,6 +1092,8 @@ audit_sync(struct audit *a)
 
 	if (a == NULL)
 		return 0;
+	if (a->a_rfd != -1)
+		return audit_remote_wait(a) == -1 || a->a_failed ? -1 : 0;
 	if ((w = a->a_w) == NULL) {
 		if (a->a_failed)
 			return -1;
@@ -1448,6 +1502,7 @@ audit_open(const struct audit_conf *ac, const char *state_dir,
 		return NULL;
 	}
 	a->a_fd = -1;
+	a->a_rfd = -1;
 	a->a_cut = -1;
 	clock_gettime(CLOCK_MONOTONIC, &a->a_synced);
 	if (audit_set_conf(a, ac, why, whylen) == -1)
@@ -1698,4 +1753,415 @@ audit_close(struct audit *a)
 	free(a->a_head_path);
 	free(a->a_path);
 	free(a);
+}
+
+/*
+ * Privilege separation (DESIGN.md "Privilege separation"): an engine's
+ * lines go to the parent, which alone holds the file and the chain.
+ *
+ * Engine to parent, one datagram per line: a kind byte ('L', or 'S' when
+ * the engine waits for the line to be durable: fsync "always"), the
+ * 27-byte timestamp, the event's length (one byte) and name, then the
+ * fields as audit_add_*() wrote them (each ",\"key\":value"). Parent to
+ * engine: struct audit_rmsg, an ack per 'S' line (ar_val 1: durable, 0:
+ * not written) or the failed state of the parent's writer.
+ */
+#define AUDIT_RKIND_ACK   1
+#define AUDIT_RKIND_STATE 2
+#define AUDIT_TS_LEN      27
+#define AUDIT_RWAIT_MS    10000 /* for an ack, before calling it failed */
+
+struct audit_rmsg {
+	uint32_t ar_kind;
+	uint32_t ar_val;
+	uint64_t ar_n;
+};
+
+static void
+audit_remote_begin(struct audit *a, const char *event)
+{
+	size_t n = strlen(event);
+
+	if (n > AUDIT_EVENT_MAX)
+		n = AUDIT_EVENT_MAX;
+	memcpy(a->a_revent, event, n);
+	a->a_revent[n] = '\0';
+	audit_timestamp(a->a_rts, sizeof(a->a_rts));
+	a->a_len = 0;
+	a->a_overflow = 0;
+	a->a_building = 1;
+}
+
+static void
+audit_remote_state(struct audit *a)
+{
+	int failed = !a->a_allow && (a->a_rfull || a->a_rparent);
+
+	a->a_failed = failed;
+}
+
+/* Take in what the parent sent. -1: the channel is over or malformed. */
+static int
+audit_remote_read(struct audit *a)
+{
+	struct audit_rmsg m;
+	ssize_t n;
+
+	for (;;) {
+		n = recv(a->a_rfd, &m, sizeof(m), MSG_DONTWAIT);
+		if (n == -1 && (errno == EAGAIN || errno == EINTR))
+			return 0;
+		if (n != (ssize_t)sizeof(m))
+			return -1;
+		if (m.ar_kind == AUDIT_RKIND_ACK && m.ar_n <= a->a_rsent &&
+		    m.ar_n >= a->a_racked) {
+			a->a_racked = m.ar_n;
+			if (m.ar_val != 1)
+				a->a_rparent = 1;
+		} else if (m.ar_kind == AUDIT_RKIND_STATE && m.ar_val <= 1)
+			a->a_rparent = (int)m.ar_val;
+		else
+			return -1;
+		audit_remote_state(a);
+	}
+}
+
+/* Send what is queued; 0 when all of it went, 1 when some is left. */
+static int
+audit_remote_flush(struct audit *a)
+{
+	struct audit_rq *q;
+	ssize_t n;
+
+	while ((q = a->a_rq) != NULL) {
+		n = send(a->a_rfd, q->rq_data, q->rq_len,
+		    MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n == -1 && errno == EAGAIN)
+			return 1;
+		if (n == -1 && errno == EINTR)
+			continue;
+		/* A datagram goes whole or not at all; an error drops it. */
+		if ((a->a_rq = q->rq_next) == NULL)
+			a->a_rq_tail = &a->a_rq;
+		a->a_rq_bytes -= q->rq_len;
+		free(q);
+		if (n == -1) {
+			audit_fail(a, "sending a line for");
+			continue;
+		}
+	}
+	if (a->a_rfull) {
+		a->a_rfull = 0;
+		audit_remote_state(a);
+	}
+	return 0;
+}
+
+static void
+audit_remote_arm(struct audit *a)
+{
+	short what = EV_READ | EV_PERSIST | (a->a_rq != NULL ? EV_WRITE : 0);
+
+	if (a->a_rev == NULL ||
+	    (event_get_events(a->a_rev) & EV_WRITE) == (what & EV_WRITE))
+		return;
+	(void)event_del(a->a_rev);
+	event_assign(a->a_rev, event_get_base(a->a_rev), a->a_rfd, what,
+	    event_get_callback(a->a_rev), a);
+	(void)event_add(a->a_rev, NULL);
+}
+
+static void
+audit_remote_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct audit *a = arg;
+
+	(void)fd;
+	if ((what & EV_READ) && audit_remote_read(a) == -1) {
+		/* The parent is gone: nothing can be written any more. */
+		log_warnx("audit: the parent's channel is closed");
+		a->a_rparent = 1;
+		a->a_allow = 0;
+		audit_remote_state(a);
+		event_del(a->a_rev);
+		return;
+	}
+	if (what & EV_WRITE)
+		(void)audit_remote_flush(a);
+	audit_remote_arm(a);
+}
+
+/* Queue a copy of msg behind what the socket did not take. */
+static int
+audit_remote_queue(struct audit *a, const struct iovec *iov, int n,
+    size_t len)
+{
+	struct audit_rq *q;
+	size_t off = 0;
+	int i;
+
+	if (len > AUDIT_QUEUE_MAX - a->a_rq_bytes ||
+	    (q = malloc(sizeof(*q) + len)) == NULL) {
+		errno = ENOBUFS;
+		a->a_rfull = 1;
+		audit_fail(a, "queueing a line for");
+		audit_remote_state(a);
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		memcpy(q->rq_data + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+	q->rq_len = len;
+	q->rq_next = NULL;
+	*a->a_rq_tail = q;
+	a->a_rq_tail = &q->rq_next;
+	a->a_rq_bytes += len;
+	audit_remote_arm(a);
+	return 0;
+}
+
+/* fsync "always": block until the parent says line a_rsent is durable. */
+static int
+audit_remote_wait(struct audit *a)
+{
+	struct pollfd pfd;
+	int r;
+
+	while (a->a_racked < a->a_rsent && !a->a_rparent) {
+		pfd.fd = a->a_rfd;
+		pfd.events = POLLIN | (a->a_rq != NULL ? POLLOUT : 0);
+		pfd.revents = 0;
+		r = poll(&pfd, 1, AUDIT_RWAIT_MS);
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		if ((pfd.revents & POLLOUT) && audit_remote_flush(a) == -1)
+			break;
+		if ((pfd.revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    audit_remote_read(a) == -1)
+			break;
+	}
+	audit_remote_arm(a);
+	if (a->a_racked < a->a_rsent) {
+		errno = EIO;
+		a->a_rparent = 1;
+		audit_remote_state(a);
+		return -1;
+	}
+	return a->a_rparent ? -1 : 0;
+}
+
+static int
+audit_remote_commit(struct audit *a)
+{
+	unsigned char kind, elen;
+	struct iovec iov[5];
+	size_t len;
+	int sync = a->a_fsync == AUDIT_FSYNC_ALWAYS;
+	ssize_t n;
+
+	a->a_building = 0;
+	if (a->a_overflow) {
+		memcpy(a->a_line + a->a_len, ",\"overflow\":true", 16);
+		a->a_len += 16;
+	}
+	kind = sync ? 'S' : 'L';
+	elen = (unsigned char)strlen(a->a_revent);
+	iov[0] = (struct iovec){ &kind, 1 };
+	iov[1] = (struct iovec){ a->a_rts, AUDIT_TS_LEN };
+	iov[2] = (struct iovec){ &elen, 1 };
+	iov[3] = (struct iovec){ a->a_revent, elen };
+	iov[4] = (struct iovec){ a->a_line, a->a_len };
+	len = 2 + AUDIT_TS_LEN + elen + a->a_len;
+	if (sync)
+		a->a_rsent++;
+	if (a->a_rq == NULL) {
+		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 5 };
+
+		do
+			n = sendmsg(a->a_rfd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+		while (n == -1 && errno == EINTR);
+		if (n == -1 && errno != EAGAIN) {
+			audit_fail(a, "sending a line for");
+			return -1;
+		}
+		if (n == -1 && audit_remote_queue(a, iov, 5, len) == -1)
+			return -1;
+	} else if (audit_remote_queue(a, iov, 5, len) == -1)
+		return -1;
+	if (sync)
+		return audit_remote_wait(a);
+	return a->a_failed ? -1 : 0;
+}
+
+int
+audit_remote(struct audit *a, int fd, struct event_base *base)
+{
+	struct audit_writer *w;
+
+	if (a == NULL)
+		return 0;
+	/*
+	 * The writer thread did not survive the fork, and its lock may be
+	 * held: never touch it, only stop watching its eventfd here.
+	 */
+	if ((w = a->a_w) != NULL) {
+		if (w->w_ev != NULL)
+			event_free(w->w_ev);
+		if (w->w_efd != -1)
+			close(w->w_efd);
+		a->a_w = NULL;
+	}
+	if (a->a_fd != -1)
+		close(a->a_fd);
+	a->a_fd = -1;
+	a->a_rfd = fd;
+	a->a_rq = NULL;
+	a->a_rq_tail = &a->a_rq;
+	a->a_rq_bytes = 0;
+	a->a_rsent = a->a_racked = 0;
+	a->a_rfull = a->a_rparent = 0;
+	a->a_failed = 0;
+	a->a_state_cb = NULL;
+	if ((a->a_rev = event_new(base, fd, EV_READ | EV_PERSIST,
+		 audit_remote_cb, a)) == NULL ||
+	    event_add(a->a_rev, NULL) == -1)
+		return -1;
+	return 0;
+}
+
+int
+audit_remote_drain(struct audit *a, int timeout_ms)
+{
+	struct pollfd pfd;
+
+	if (a == NULL || a->a_rfd == -1)
+		return 0;
+	while (a->a_rq != NULL) {
+		pfd.fd = a->a_rfd;
+		pfd.events = POLLOUT;
+		pfd.revents = 0;
+		if (poll(&pfd, 1, timeout_ms) <= 0)
+			return -1;
+		if (audit_remote_flush(a) == -1)
+			return -1;
+	}
+	return 0;
+}
+
+void
+audit_on_state(struct audit *a, audit_state_cb *cb, void *arg)
+{
+	if (a == NULL)
+		return;
+	a->a_state_cb = cb;
+	a->a_state_arg = arg;
+}
+
+/* An event name as sluice writes them: [a-z0-9._], 1 to 64 bytes. */
+static int
+audit_event_ok(const unsigned char *p, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n > AUDIT_EVENT_MAX)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((p[i] >= 'a' && p[i] <= 'z') ||
+			(p[i] >= '0' && p[i] <= '9') || p[i] == '.' ||
+			p[i] == '_'))
+			return 0;
+	return 1;
+}
+
+/* 2026-12-02T07:41:03.123456Z */
+static int
+audit_ts_ok(const unsigned char *p)
+{
+	static const char shape[] = "dddd-dd-ddTdd:dd:dd.ddddddZ";
+	size_t i;
+
+	for (i = 0; i < AUDIT_TS_LEN; i++)
+		if (shape[i] == 'd' ? !(p[i] >= '0' && p[i] <= '9') :
+				      p[i] != (unsigned char)shape[i])
+			return 0;
+	return 1;
+}
+
+/*
+ * Fields as audit_add_*() writes them: empty, or starting ",\"", no byte
+ * below 0x20 (escaped by the engine), valid UTF-8. A compromised engine
+ * can still write false fields; it cannot break a line or the chain.
+ */
+static int
+audit_fields_ok(const unsigned char *p, size_t n)
+{
+	size_t i;
+
+	if (n == 0)
+		return 1;
+	if (n < 2 || p[0] != ',' || p[1] != '"' ||
+	    n > AUDIT_LINE_MAX - AUDIT_TAIL_ROOM - 512)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (p[i] < 0x20 || p[i] == 0x7f)
+			return 0;
+	return utf8_len(p, n) == n;
+}
+
+int
+audit_remote_line(struct audit *a, const unsigned char *m, size_t len,
+    int *sync, char *why, size_t whylen)
+{
+	char ts[AUDIT_TS_LEN + 1], event[AUDIT_EVENT_MAX + 1];
+	size_t elen, flen;
+	const unsigned char *f;
+
+	*sync = 0;
+	if (len < 2 + AUDIT_TS_LEN + 1 || (m[0] != 'L' && m[0] != 'S')) {
+		snprintf(why, whylen, "audit line: bad kind or length %zu",
+		    len);
+		return -2;
+	}
+	elen = m[1 + AUDIT_TS_LEN];
+	if (!audit_ts_ok(m + 1) || 2 + AUDIT_TS_LEN + elen > len ||
+	    !audit_event_ok(m + 2 + AUDIT_TS_LEN, elen)) {
+		snprintf(why, whylen, "audit line: bad timestamp or event");
+		return -2;
+	}
+	f = m + 2 + AUDIT_TS_LEN + elen;
+	flen = len - (2 + AUDIT_TS_LEN + elen);
+	if (!audit_fields_ok(f, flen)) {
+		snprintf(why, whylen,
+		    "audit line: fields of %zu bytes are not as sluice writes "
+		    "them",
+		    flen);
+		return -2;
+	}
+	*sync = m[0] == 'S';
+	memcpy(ts, m + 1, AUDIT_TS_LEN);
+	ts[AUDIT_TS_LEN] = '\0';
+	memcpy(event, m + 2 + AUDIT_TS_LEN, elen);
+	event[elen] = '\0';
+	if (a == NULL)
+		return 0;
+	audit_begin_ts(a, event, ts);
+	if (audit_put(a, (const char *)f, flen) == -1)
+		a->a_overflow = 1;
+	return audit_commit(a);
+}
+
+int
+audit_remote_reply(int fd, int state, int ok, uint64_t n)
+{
+	struct audit_rmsg m = { state ? AUDIT_RKIND_STATE : AUDIT_RKIND_ACK,
+		(uint32_t)(ok != 0), n };
+	ssize_t r;
+
+	do
+		r = send(fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL);
+	while (r == -1 && errno == EINTR);
+	return r == (ssize_t)sizeof(m) ? 0 : -1;
 }

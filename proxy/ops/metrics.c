@@ -1191,3 +1191,14 @@ metrics_close(void)
 	}
 	metrics_unix_path = NULL;
 }
+
+void
+metrics_listen_enable(int on)
+{
+	if (metrics_lev == NULL)
+		return;
+	if (on)
+		(void)evconnlistener_enable(metrics_lev);
+	else
+		(void)evconnlistener_disable(metrics_lev);
+}

@@ -41,6 +41,7 @@ struct budget;
 #define AUDIT_QUEUE_MAX ((size_t)8 << 20) /* bytes queued for the thread */
 
 struct audit;
+#define AUDIT_EVENT_MAX 64 /* bytes of an event name */
 /*
  * Open (or create, mode 0640) conf->ac_path for appending and resume the
  * chain: from the last complete line of the file, else from
@@ -64,6 +65,28 @@ int audit_reopen(struct audit *);
  * to <state_dir>/audit.head; fsync, close and free.
  */
 void audit_close(struct audit *);
+/*
+ * Privilege separation. In a forked engine, audit_remote() turns the
+ * writer into a client of the parent's: lines go over fd (the engine's end
+ * of a SOCK_SEQPACKET socketpair, watched on base), the parent chains and
+ * writes them; the inherited file and writer thread are let go (a thread
+ * does not survive fork: its lock is never touched). With fsync "always"
+ * audit_commit() waits for the parent's ack that the line is durable.
+ * audit_remote_drain() sends what is queued (before the engine exits).
+ * In the parent, audit_remote_line() takes one datagram from an engine:
+ * -2 with why when it is not one sluice's engine writes (the engine is
+ * then broken), else as audit_commit(); *sync says the engine waits for
+ * audit_remote_reply(fd, 0, ok, lines acked so far). audit_on_state()
+ * tells the parent when its writer's failed state starts or ends, for
+ * audit_remote_reply(fd, 1, failed, 0) to every engine.
+ */
+typedef void audit_state_cb(int failed, void *arg);
+int audit_remote(struct audit *, int fd, struct event_base *base);
+int audit_remote_drain(struct audit *, int timeout_ms);
+int audit_remote_line(struct audit *, const unsigned char *msg, size_t len,
+    int *sync, char *why, size_t whylen);
+int audit_remote_reply(int fd, int state, int ok, uint64_t n);
+void audit_on_state(struct audit *, audit_state_cb *, void *arg);
 /* Non-zero while in the failed state with on_error "deny". */
 int audit_failed(const struct audit *);
 /*
@@ -214,6 +237,8 @@ void metrics_budget(const struct budget *);
  * Serve GET /metrics on listen ("host:port", or "unix:/path" created with
  * mode 0600). Returns 0, or -1 with why set.
  */
+/* Accept scrapes, or not (a privsep parent keeps the socket for its engines). */
+void metrics_listen_enable(int on);
 int metrics_listen(struct event_base *, const char *listen, gid_t group,
     char *why, size_t whylen);
 /* Close the listener (and unlink its unix socket); counters stay. */
@@ -255,6 +280,8 @@ struct admin_ops {
 int admin_open(struct event_base *, const char *path, uid_t owner,
     const struct admin_ops *ops, char *why, size_t whylen);
 void admin_close(void);
+/* In a forked engine: close the admin socket, leaving its path alone. */
+void admin_forget(void);
 /*
  * The revoke operation of the daemon: persist jti in revs, then leave a
  * token.revoke line in a (may be NULL). 0, or -1 with why set.

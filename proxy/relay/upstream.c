@@ -100,6 +100,8 @@ struct upstream {
 	enum reason up_dns_reason;
 	struct resolve_req *up_req4; /* A query in flight */
 	struct resolve_req *up_req6; /* AAAA query in flight */
+	uint64_t up_remote;          /* the parent's answer awaited (privsep) */
+	TAILQ_ENTRY(upstream) up_rentry;
 	struct sockaddr_storage up_tmp[UPSTREAM_MAX_ADDRS];
 	size_t up_ntmp;
 	struct upconn_list up_waiters; /* RESOLVING */
@@ -123,6 +125,11 @@ struct upstreams {
 static struct event_base *up_base;
 static int up_ssl_idx = -1;
 static upstream_resolved_cb *up_resolved_cb;
+/* Privilege separation: names are resolved by the parent. */
+static upstream_remote_cb *up_remote_cb;
+static uint64_t up_remote_seq;
+static struct upstream_list up_remote_list =
+    TAILQ_HEAD_INITIALIZER(up_remote_list);
 
 static void upconn_start_connect(struct upconn *);
 static void upstream_kick_cb(evutil_socket_t, short, void *);
@@ -252,6 +259,8 @@ upstream_free(struct upstream *up)
 	 */
 	resolve_cancel(up->up_req4);
 	resolve_cancel(up->up_req6);
+	if (up->up_remote != 0)
+		TAILQ_REMOVE(&up_remote_list, up, up_rentry);
 	SSL_SESSION_free(up->up_session);
 	if (up->up_kick != NULL)
 		event_free(up->up_kick);
@@ -411,6 +420,63 @@ upstream_literal(struct upstream *up)
 	return 0;
 }
 
+/*
+ * Ask the parent (privilege separation): it resolves, checks and puts the
+ * addresses in the kernel set before it answers (upstream_remote_answer).
+ */
+static void
+upstream_resolve_remote(struct upstream *up)
+{
+	up->up_pending = 1;
+	up->up_remote = ++up_remote_seq;
+	TAILQ_INSERT_TAIL(&up_remote_list, up, up_rentry);
+	if (up_remote_cb(up->up_host, up->up_port, up->up_remote) == -1) {
+		TAILQ_REMOVE(&up_remote_list, up, up_rentry);
+		up->up_remote = 0;
+		up->up_pending = 0;
+		upstream_resolved(up);
+	}
+}
+
+void
+upstream_on_remote(upstream_remote_cb *cb)
+{
+	up_remote_cb = cb;
+}
+
+void
+upstream_remote_answer(uint64_t id, const struct sockaddr_storage *addrs,
+    size_t n, uint32_t ttl)
+{
+	struct upstream *up;
+	size_t i;
+
+	TAILQ_FOREACH(up, &up_remote_list, up_rentry)
+		if (up->up_remote == id)
+			break;
+	if (up == NULL)
+		return; /* freed since it asked */
+	TAILQ_REMOVE(&up_remote_list, up, up_rentry);
+	up->up_remote = 0;
+	up->up_pending = 0;
+	up->up_ntmp = 0;
+	for (i = 0; i < n && i < UPSTREAM_MAX_ADDRS; i++) {
+		if (addrs[i].ss_family != AF_INET &&
+		    addrs[i].ss_family != AF_INET6)
+			continue;
+		up->up_tmp[up->up_ntmp] = addrs[i];
+		if (addrs[i].ss_family == AF_INET)
+			((struct sockaddr_in *)&up->up_tmp[up->up_ntmp])
+			    ->sin_port = htons(up->up_port);
+		else
+			((struct sockaddr_in6 *)&up->up_tmp[up->up_ntmp])
+			    ->sin6_port = htons(up->up_port);
+		up->up_ntmp++;
+	}
+	up->up_ttl = ttl;
+	upstream_resolved(up);
+}
+
 static void
 upstream_resolve(struct upstream *up)
 {
@@ -424,6 +490,10 @@ upstream_resolve(struct upstream *up)
 		if (upstream_literal(up) == -1)
 			up->up_ntmp = 0;
 		upstream_resolved(up);
+		return;
+	}
+	if (up_remote_cb != NULL) {
+		upstream_resolve_remote(up);
 		return;
 	}
 	/* A and AAAA in parallel; callbacks never run in resolve_start(). */

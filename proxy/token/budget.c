@@ -503,3 +503,27 @@ budget_prune(struct budget *b, int64_t now)
 	if (b->b_tomb > 0 && b->b_tomb >= b->b_cap / 8)
 		compact(b);
 }
+
+void
+budget_rescan(struct budget *b)
+{
+	const struct budget_entry *tab;
+	uint32_t i;
+
+	if (b == NULL)
+		return;
+	tab = active(b);
+	b->b_live = b->b_tomb = 0;
+	for (i = 0; i < b->b_cap; i++) {
+		switch (__atomic_load_n(&tab[i].be_state, __ATOMIC_ACQUIRE)) {
+		case BE_LIVE:
+			b->b_live++;
+			break;
+		case BE_TOMB:
+			b->b_tomb++;
+			break;
+		default:
+			break;
+		}
+	}
+}

@@ -399,6 +399,39 @@ revocations_add(struct revocations *r, const char *jti, char *why,
 	return 0;
 }
 
+void
+revocations_forget_file(struct revocations *r)
+{
+	if (r == NULL || r->rv_fd == -1)
+		return;
+	close(r->rv_fd);
+	r->rv_fd = -1;
+}
+
+int
+revocations_add_mem(struct revocations *r, const char *jti, char *why,
+    size_t whylen)
+{
+	const char *bad;
+	char *copy;
+
+	if (r == NULL || jti == NULL) {
+		snprintf(why, whylen, "revocations not open");
+		return -1;
+	}
+	if ((bad = jti_bad(jti, strlen(jti))) != NULL) {
+		snprintf(why, whylen, "%s", bad);
+		return -1;
+	}
+	if (r->rv_slot[set_find(r, jti)] != NULL)
+		return 0;
+	if ((copy = strdup(jti)) == NULL || set_add(r, copy) == -1) {
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
 int
 revocations_has(const struct revocations *r, char *const *listed,
     size_t nlisted, const char *jti)

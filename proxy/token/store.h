@@ -64,6 +64,11 @@ int budget_charge(struct budget *, const char *jti, int64_t exp, uint64_t limit,
 /* Drop entries whose exp is more than BUDGET_PRUNE_GRACE before now. */
 void budget_prune(struct budget *, int64_t now);
 /*
+ * Recount the live and dead entries from the shared table: in a process
+ * forked from one whose counts went stale (a privsep engine).
+ */
+void budget_rescan(struct budget *);
+/*
  * Fill of the table: live entries, and how many it may hold (3/4 of its
  * slots); a new jti is refused once live reaches the limit.
  */
@@ -86,6 +91,14 @@ void revocations_close(struct revocations *);
  */
 int revocations_add(struct revocations *, const char *jti, char *why,
     size_t whylen);
+/*
+ * As revocations_add, in memory only: a privsep engine told by the parent,
+ * which wrote the file.
+ */
+int revocations_add_mem(struct revocations *, const char *jti, char *why,
+    size_t whylen);
+/* A privsep engine: close revoked.admin (only the parent appends to it). */
+void revocations_forget_file(struct revocations *);
 /*
  * Non-zero when jti is among listed[0..nlisted) (a policy's revoked_file,
  * sorted; NULL when none) or was revoked by an admin.
