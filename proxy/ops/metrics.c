@@ -7,6 +7,7 @@
  * series is bounded whatever the sandbox sends. Callers count; this file
  * only stores and renders.
  */
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/socket.h>
@@ -60,11 +61,17 @@ static const char *const metrics_uperr_names[METRICS_UPERR__COUNT] = {
 	[METRICS_UPERR_PIN] = "pin",
 };
 
+/*
+ * Every count is a 64-bit integer updated with a relaxed atomic add: with
+ * metrics_share(), the parent and up to METRICS_ENGINE_SLOTS engines
+ * update the same block at once. A sum of seconds is a double kept as its
+ * bit pattern, added to with a compare-exchange loop.
+ */
 struct histogram {
 	const double *h_bounds; /* upper bounds, increasing; +Inf implied */
 	size_t h_nbounds;
 	uint64_t h_counts[METRICS_MAX_BUCKETS + 1]; /* not cumulative */
-	double h_sum;
+	uint64_t h_sum;                             /* a double's bits */
 	uint64_t h_count;
 };
 
@@ -87,19 +94,40 @@ static const double metrics_net_bounds[] = { 0.001, 0.0025, 0.005, 0.01, 0.025,
 	0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 };
 
 /*
- * All the state. The daemon is single-threaded (one libevent loop), so
- * plain integers suffice.
+ * All the state that counts. Process-local (metrics_local) until
+ * metrics_share() moves it to a MAP_SHARED mapping that every later fork
+ * shares: engines replaced after a crash or a reload add to the same
+ * counters, and the parent's own counts (reloads, kernel drops) show in
+ * the engine that renders. The histograms' bounds point to the static
+ * tables above, at the same address in every fork.
+ *
+ * The label tables (route and sandbox names) are written by
+ * metrics_configure() and the first count of a sandbox: an entry is
+ * claimed with a compare-exchange on the count, so two processes never
+ * write the same entry, and published by its ready flag (release; readers
+ * acquire), so no reader sees half a name. A name registered by two
+ * processes in the same instant may take two entries: counts go to
+ * either, and a render sums them into one series (struct metrics_labels).
+ * A process that dies between claim and publication leaves an entry that
+ * is never used (the table fills one sooner). metrics_reset() (tests)
+ * zeroes the block under whoever else is counting: call it alone.
+ *
+ * Process-level gauges (fds, RSS) are the rendering process's own;
+ * process_start_time_seconds is the first metrics call of the process
+ * that shared the block (the parent), as the counters' lifetime is its.
  */
-static struct {
+struct metrics_state {
 	char m_routes[METRICS_MAX_ROUTES][METRICS_ROUTE_NAME_MAX + 1];
-	size_t m_nroutes;
+	size_t m_nroutes; /* entries claimed */
+	int m_route_ready[METRICS_MAX_ROUTES];
 	struct route_counters m_rc[METRICS_SLOTS];
 	struct histogram m_req_dur;
 	struct histogram m_tun_dur;
 	struct histogram m_connect;
 	struct histogram m_tls;
-	int64_t m_conn_active;
-	int64_t m_pool_idle;
+	/* Gauges per engine (a dead engine's share is cleared). */
+	int64_t m_conn_active[METRICS_ENGINE_SLOTS];
+	int64_t m_pool_idle[METRICS_ENGINE_SLOTS];
 	uint64_t m_cache_hits;
 	uint64_t m_cache_misses;
 	uint64_t m_audit_errors;
@@ -109,18 +137,131 @@ static struct {
 	uint64_t m_rule_bytes;
 	uint64_t m_dyn_elems;  /* sluice's dynamic kernel set elements */
 	uint64_t m_reloads[2]; /* [0] failed, [1] ok */
-	time_t m_started;      /* process start (first metrics call) */
-	time_t m_policy_time;  /* a policy was put in force (start, reload) */
+	int64_t m_started;     /* process start (first metrics call) */
+	int64_t m_policy_time; /* a policy was put in force (start, reload) */
 	uint64_t m_uperr[METRICS_UPERR__COUNT];
 	uint64_t m_secret_headers;
 	uint64_t m_allowed, m_denied; /* requests and tunnels, all routes */
-	const struct budget *m_budget;
 	/* Per sandbox (gateway): the first METRICS_MAX_SANDBOXES, "other". */
 	char m_sbx[METRICS_MAX_SANDBOXES][SANDBOX_ID_MAX + 1];
-	size_t m_nsbx;
+	size_t m_nsbx; /* entries claimed */
+	int m_sbx_ready[METRICS_MAX_SANDBOXES];
 	uint64_t m_sbx_req[METRICS_MAX_SANDBOXES + 1][M__DECISIONS];
-	int64_t m_sbx_conns[METRICS_MAX_SANDBOXES + 1];
-} m;
+	int64_t m_sbx_conns[METRICS_ENGINE_SLOTS][METRICS_MAX_SANDBOXES + 1];
+	/* Privilege separation: shown once shared or counted. */
+	int m_engines_shown;
+	uint64_t m_engine_restarts;
+	int64_t m_engines;
+};
+
+static struct metrics_state metrics_local;
+static struct metrics_state *ms = &metrics_local;
+static int metrics_eslot; /* this process's engine slot */
+/* Borrowed per process: the table lives in the process that renders. */
+static const struct budget *metrics_budget_tab;
+/* metrics_preopen(): kept descriptors, else -1 (open per scrape). */
+static int metrics_statm_fd = -1;
+static int metrics_fddir_fd = -1;
+
+/* Macros: clang-tidy takes the builtins' pointer for a const one. */
+#define MA_ADD(p, v)  ((void)__atomic_fetch_add((p), (v), __ATOMIC_RELAXED))
+#define MA_ADDI(p, v) ((void)__atomic_fetch_add((p), (v), __ATOMIC_RELAXED))
+#define MA_SET(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+
+static uint64_t
+ma_get(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+static int64_t
+ma_geti(const int64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+/* The sum, a double kept as its bits: add with a compare-exchange loop. */
+static void
+metrics_hist_add_sum(struct histogram *h, double v)
+{
+	uint64_t old = __atomic_load_n(&h->h_sum, __ATOMIC_RELAXED), new;
+	double d;
+
+	do {
+		memcpy(&d, &old, sizeof(d));
+		d += v;
+		memcpy(&new, &d, sizeof(new));
+	} while (!__atomic_compare_exchange_n(&h->h_sum, &old, new, 1,
+	    __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+}
+
+static double
+ma_get_double(const uint64_t *p)
+{
+	uint64_t bits = __atomic_load_n(p, __ATOMIC_RELAXED);
+	double d;
+
+	memcpy(&d, &bits, sizeof(d));
+	return d;
+}
+
+/* Sum of a per-engine gauge over the engine slots. */
+static int64_t
+ma_sum_slots(const int64_t g[METRICS_ENGINE_SLOTS])
+{
+	int64_t sum = 0;
+	size_t i;
+
+	for (i = 0; i < METRICS_ENGINE_SLOTS; i++)
+		sum += ma_geti(&g[i]);
+	return sum;
+}
+
+/* Open connections of sandbox slot s, over the engine slots. */
+static int64_t
+metrics_sbx_conns(size_t s)
+{
+	int64_t sum = 0;
+	size_t i;
+
+	for (i = 0; i < METRICS_ENGINE_SLOTS; i++)
+		sum += ma_geti(&ms->m_sbx_conns[i][s]);
+	return sum;
+}
+
+/*
+ * Claim the next entry of a label table of cap entries (sandboxes when
+ * sbx is non-zero, else routes): the index, or cap when it is full. The
+ * caller writes the name, then publishes it.
+ */
+static size_t
+metrics_claim(int sbx, size_t cap)
+{
+	size_t *count = sbx ? &ms->m_nsbx : &ms->m_nroutes;
+	size_t n = __atomic_load_n(count, __ATOMIC_ACQUIRE);
+
+	do {
+		if (n >= cap)
+			return cap;
+	} while (!__atomic_compare_exchange_n(count, &n, n + 1, 1,
+	    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+	return n;
+}
+
+/* Entries claimed so far, at most cap. */
+static size_t
+metrics_claimed(const size_t *count, size_t cap)
+{
+	size_t n = __atomic_load_n(count, __ATOMIC_ACQUIRE);
+
+	return n < cap ? n : cap;
+}
+
+static int
+metrics_ready(const int *ready)
+{
+	return __atomic_load_n(ready, __ATOMIC_ACQUIRE);
+}
 
 /*
  * The listener: sluice's own strict parser (http1.c), one request per
@@ -156,26 +297,29 @@ metrics_reset(void)
 {
 	size_t i;
 
-	memset(&m, 0, sizeof(m));
-	metrics_hist_init(&m.m_req_dur, metrics_req_bounds,
+	memset(ms, 0, sizeof(*ms));
+	metrics_hist_init(&ms->m_req_dur, metrics_req_bounds,
 	    SL_NELEM(metrics_req_bounds));
-	metrics_hist_init(&m.m_tun_dur, metrics_tun_bounds,
+	metrics_hist_init(&ms->m_tun_dur, metrics_tun_bounds,
 	    SL_NELEM(metrics_tun_bounds));
-	metrics_hist_init(&m.m_connect, metrics_net_bounds,
+	metrics_hist_init(&ms->m_connect, metrics_net_bounds,
 	    SL_NELEM(metrics_net_bounds));
-	metrics_hist_init(&m.m_tls, metrics_net_bounds,
+	metrics_hist_init(&ms->m_tls, metrics_net_bounds,
 	    SL_NELEM(metrics_net_bounds));
 	for (i = 0; i < METRICS_SLOTS; i++)
-		metrics_hist_init(&m.m_rc[i].rc_up_resp, metrics_req_bounds,
+		metrics_hist_init(&ms->m_rc[i].rc_up_resp, metrics_req_bounds,
 		    SL_NELEM(metrics_req_bounds));
-	m.m_started = time(NULL);
+	ms->m_started = (int64_t)time(NULL);
+	/* A shared block keeps showing the engine families. */
+	ms->m_engines_shown = ms != &metrics_local;
+	metrics_budget_tab = NULL;
 }
 
 /* The state starts zeroed; the histograms need their bounds. */
 static void
 metrics_init_once(void)
 {
-	if (m.m_req_dur.h_bounds == NULL)
+	if (ms->m_req_dur.h_bounds == NULL)
 		metrics_reset();
 }
 
@@ -191,22 +335,85 @@ metrics_observe(struct histogram *h, double v)
 	for (i = 0; i < h->h_nbounds; i++)
 		if (v <= h->h_bounds[i])
 			break;
-	h->h_counts[i]++;
-	h->h_sum += v;
-	h->h_count++;
+	MA_ADD(&h->h_counts[i], 1);
+	metrics_hist_add_sum(h, v);
+	MA_ADD(&h->h_count, 1);
 }
 
 static size_t
 metrics_slot(const char *route)
 {
-	size_t i;
+	size_t i, n = metrics_claimed(&ms->m_nroutes, METRICS_MAX_ROUTES);
 
 	if (route == NULL)
 		return METRICS_MAX_ROUTES;
-	for (i = 0; i < m.m_nroutes; i++)
-		if (strcmp(m.m_routes[i], route) == 0)
+	for (i = 0; i < n; i++)
+		if (metrics_ready(&ms->m_route_ready[i]) &&
+		    strcmp(ms->m_routes[i], route) == 0)
 			return i;
 	return METRICS_MAX_ROUTES;
+}
+
+/*
+ * A label table as one render sees it: for each entry the first published
+ * entry of the same name, whose series carries them all (METRICS_NONE: not
+ * published, no series), and the next entry of that name. The last entry
+ * is route="" or sandbox="other", always its own.
+ */
+#define METRICS_NONE SIZE_MAX
+struct metrics_labels {
+	size_t l_canon[METRICS_SLOTS];
+	size_t l_next[METRICS_SLOTS];
+};
+_Static_assert(sizeof(((struct metrics_labels *)NULL)->l_canon) >
+	sizeof(size_t) * METRICS_MAX_SANDBOXES,
+    "the sandbox table fits a struct metrics_labels");
+
+static struct metrics_labels metrics_rlab; /* routes, for this render */
+
+/*
+ * Fill l for a table whose special entry is last (route="" or "other")
+ * and whose first n entries are claimed; names are stride bytes apart.
+ */
+static void
+metrics_labels_fill(struct metrics_labels *l, size_t last, size_t n,
+    const char *names, size_t stride, const int *ready)
+{
+	size_t i, k, t;
+
+	for (i = 0; i < METRICS_SLOTS; i++)
+		l->l_canon[i] = l->l_next[i] = METRICS_NONE;
+	l->l_canon[last] = last;
+	for (i = 0; i < n; i++) {
+		if (!metrics_ready(&ready[i]))
+			continue;
+		for (k = 0; k < i; k++)
+			if (l->l_canon[k] == k &&
+			    strcmp(names + k * stride, names + i * stride) == 0)
+				break;
+		l->l_canon[i] = k;
+		if (k == i)
+			continue;
+		for (t = k; l->l_next[t] != METRICS_NONE; t = l->l_next[t])
+			;
+		l->l_next[t] = i;
+	}
+}
+
+/* The routes as this render sees them (metrics_rlab). */
+static void
+metrics_route_labels_fill(void)
+{
+	metrics_labels_fill(&metrics_rlab, METRICS_MAX_ROUTES,
+	    metrics_claimed(&ms->m_nroutes, METRICS_MAX_ROUTES),
+	    &ms->m_routes[0][0], sizeof(ms->m_routes[0]), ms->m_route_ready);
+}
+
+/* A route slot with its own series: published first, or route="". */
+static int
+metrics_route_live(size_t s)
+{
+	return metrics_rlab.l_canon[s] == s;
 }
 
 void
@@ -215,9 +422,11 @@ metrics_configure(const struct config *cf)
 	size_t i;
 
 	metrics_init_once();
-	m.m_policy_time = time(NULL);
+	__atomic_store_n(&ms->m_policy_time, (int64_t)time(NULL),
+	    __ATOMIC_RELAXED);
 	for (i = 0; cf != NULL && i < cf->cf_nroutes; i++) {
 		const char *aud = cf->cf_routes[i].rt_audience;
+		size_t e;
 
 		if (aud == NULL || aud[0] == '\0' ||
 		    strlen(aud) > METRICS_ROUTE_NAME_MAX ||
@@ -228,10 +437,11 @@ metrics_configure(const struct config *cf)
 		 * never goes backwards; beyond the cap, new routes share
 		 * route="".
 		 */
-		if (m.m_nroutes == METRICS_MAX_ROUTES)
+		if ((e = metrics_claim(0, METRICS_MAX_ROUTES)) ==
+		    METRICS_MAX_ROUTES)
 			break;
-		memcpy(m.m_routes[m.m_nroutes], aud, strlen(aud) + 1);
-		m.m_nroutes++;
+		memcpy(ms->m_routes[e], aud, strlen(aud) + 1);
+		__atomic_store_n(&ms->m_route_ready[e], 1, __ATOMIC_RELEASE);
 	}
 }
 
@@ -242,11 +452,11 @@ metrics_count(uint64_t (*tab)[REASON__COUNT], int allow, enum reason r)
 	if ((unsigned)r >= REASON__COUNT)
 		return;
 	if (allow == METRICS_REPORT)
-		tab[M_REPORT][r]++;
+		MA_ADD(&tab[M_REPORT][r], 1);
 	else if (reason_is_upstream(r))
-		tab[M_ERROR][r]++;
+		MA_ADD(&tab[M_ERROR][r], 1);
 	else
-		tab[allow ? M_ALLOW : M_DENY][r]++;
+		MA_ADD(&tab[allow ? M_ALLOW : M_DENY][r], 1);
 }
 
 /* One completed request or tunnel (tunnel non-zero) of route. */
@@ -257,16 +467,16 @@ metrics_exchange(const char *route, int tunnel, int allow, enum reason r,
 	struct route_counters *rc;
 
 	metrics_init_once();
-	rc = &m.m_rc[metrics_slot(route)];
+	rc = &ms->m_rc[metrics_slot(route)];
 	metrics_count(tunnel ? rc->rc_tunnels : rc->rc_requests, allow, r);
 	/* An intercepted tunnel's requests are counted one by one. */
 	if (!allow)
-		m.m_denied++;
+		MA_ADD(&ms->m_denied, 1);
 	else if (tunnel != 2)
-		m.m_allowed++;
-	rc->rc_bytes_in += bytes_in;
-	rc->rc_bytes_out += bytes_out;
-	metrics_observe(tunnel ? &m.m_tun_dur : &m.m_req_dur, seconds);
+		MA_ADD(&ms->m_allowed, 1);
+	MA_ADD(&rc->rc_bytes_in, bytes_in);
+	MA_ADD(&rc->rc_bytes_out, bytes_out);
+	metrics_observe(tunnel ? &ms->m_tun_dur : &ms->m_req_dur, seconds);
 }
 
 void
@@ -294,103 +504,182 @@ void
 metrics_upstream_error(enum metrics_uperr e)
 {
 	if ((unsigned)e < METRICS_UPERR__COUNT)
-		m.m_uperr[e]++;
+		MA_ADD(&ms->m_uperr[e], 1);
 }
 
 void
 metrics_totals(uint64_t *allowed, uint64_t *denied)
 {
-	*allowed = m.m_allowed;
-	*denied = m.m_denied;
+	*allowed = ma_get(&ms->m_allowed);
+	*denied = ma_get(&ms->m_denied);
 }
 
 void
 metrics_secret_header(void)
 {
-	m.m_secret_headers++;
+	MA_ADD(&ms->m_secret_headers, 1);
 }
 
 void
 metrics_budget(const struct budget *b)
 {
-	m.m_budget = b;
+	metrics_budget_tab = b;
 }
 
 void
 metrics_upstream_response(const char *route, double seconds)
 {
 	metrics_init_once();
-	metrics_observe(&m.m_rc[metrics_slot(route)].rc_up_resp, seconds);
+	metrics_observe(&ms->m_rc[metrics_slot(route)].rc_up_resp, seconds);
 }
 
 void
 metrics_upstream_connect(double seconds)
 {
-	metrics_observe(&m.m_connect, seconds);
+	metrics_observe(&ms->m_connect, seconds);
 }
 
 void
 metrics_tls_handshake(double seconds)
 {
-	metrics_observe(&m.m_tls, seconds);
+	metrics_observe(&ms->m_tls, seconds);
 }
 
 void
 metrics_conn_active(int delta)
 {
-	m.m_conn_active += delta;
+	MA_ADDI(&ms->m_conn_active[metrics_eslot], delta);
 }
 
 void
 metrics_pool_idle(int delta)
 {
-	m.m_pool_idle += delta;
+	MA_ADDI(&ms->m_pool_idle[metrics_eslot], delta);
 }
 
 void
 metrics_token_cache(int hit)
 {
-	if (hit)
-		m.m_cache_hits++;
-	else
-		m.m_cache_misses++;
+	MA_ADD(hit ? &ms->m_cache_hits : &ms->m_cache_misses, 1);
 }
 
 void
 metrics_audit_error(void)
 {
-	m.m_audit_errors++;
+	MA_ADD(&ms->m_audit_errors, 1);
 }
 
 void
 metrics_audit_failed(int failed)
 {
-	m.m_audit_failed = failed != 0;
+	__atomic_store_n(&ms->m_audit_failed, failed != 0, __ATOMIC_RELAXED);
 }
 
 void
 metrics_net_drop(uint64_t count)
 {
-	m.m_net_drops += count;
+	MA_ADD(&ms->m_net_drops, count);
 }
 
 void
 metrics_kernel_rule_drops(uint64_t packets, uint64_t bytes)
 {
-	m.m_rule_packets = packets;
-	m.m_rule_bytes = bytes;
+	MA_SET(&ms->m_rule_packets, packets);
+	MA_SET(&ms->m_rule_bytes, bytes);
 }
 
 void
 metrics_kernel_dynamic(uint64_t n)
 {
-	m.m_dyn_elems = n;
+	MA_SET(&ms->m_dyn_elems, n);
 }
 
 void
 metrics_reload(int ok)
 {
-	m.m_reloads[ok ? 1 : 0]++;
+	MA_ADD(&ms->m_reloads[ok ? 1 : 0], 1);
+}
+
+int
+metrics_share(void)
+{
+	struct metrics_state *sh;
+
+	metrics_init_once();
+	if (ms != &metrics_local)
+		return 0;
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED)
+		return -1;
+	memcpy(sh, &metrics_local, sizeof(*sh));
+	sh->m_engines_shown = 1;
+	ms = sh;
+	return 0;
+}
+
+void
+metrics_engine_slot(int slot)
+{
+	if (slot >= 0 && slot < METRICS_ENGINE_SLOTS)
+		metrics_eslot = slot;
+}
+
+void
+metrics_engine_slot_clear(int slot)
+{
+	size_t i;
+
+	if (slot < 0 || slot >= METRICS_ENGINE_SLOTS)
+		return;
+	__atomic_store_n(&ms->m_conn_active[slot], 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&ms->m_pool_idle[slot], 0, __ATOMIC_RELAXED);
+	for (i = 0; i <= METRICS_MAX_SANDBOXES; i++)
+		__atomic_store_n(&ms->m_sbx_conns[slot][i], 0,
+		    __ATOMIC_RELAXED);
+}
+
+void
+metrics_engine_restart(void)
+{
+	__atomic_store_n(&ms->m_engines_shown, 1, __ATOMIC_RELAXED);
+	MA_ADD(&ms->m_engine_restarts, 1);
+}
+
+void
+metrics_engines_alive(int n)
+{
+	__atomic_store_n(&ms->m_engines_shown, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&ms->m_engines, (int64_t)n, __ATOMIC_RELAXED);
+}
+
+int64_t
+metrics_conn_active_total(void)
+{
+	return ma_sum_slots(ms->m_conn_active);
+}
+
+void
+metrics_cache_totals(uint64_t *hits, uint64_t *misses)
+{
+	*hits = ma_get(&ms->m_cache_hits);
+	*misses = ma_get(&ms->m_cache_misses);
+}
+
+/*
+ * Keep /proc/self/statm and /proc/self/fd open for the process metrics:
+ * a confined engine cannot open files. The previous ones are closed.
+ */
+void
+metrics_preopen(void)
+{
+	if (metrics_statm_fd != -1)
+		(void)close(metrics_statm_fd);
+	if (metrics_fddir_fd != -1)
+		(void)close(metrics_fddir_fd);
+	metrics_statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	metrics_fddir_fd =
+	    open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 }
 
 /*
@@ -458,7 +747,22 @@ metrics_u64(struct evbuffer *b, const char *name, const char *type,
 static const char *
 metrics_route_name(size_t slot)
 {
-	return slot < m.m_nroutes ? m.m_routes[slot] : "";
+	return slot < METRICS_MAX_ROUTES && metrics_route_live(slot) ?
+	    ms->m_routes[slot] :
+	    "";
+}
+
+/* A route's {decision,reason} count, over the entries of its name. */
+static uint64_t
+metrics_route_count(size_t s, int tunnels, int d, int r)
+{
+	uint64_t v = 0;
+	size_t t;
+
+	for (t = s; t != METRICS_NONE; t = metrics_rlab.l_next[t])
+		v += ma_get(tunnels ? &ms->m_rc[t].rc_tunnels[d][r] :
+				      &ms->m_rc[t].rc_requests[d][r]);
+	return v;
 }
 
 /* {route,decision,reason} counters, one series per non-zero value. */
@@ -472,14 +776,14 @@ metrics_decisions(struct evbuffer *b, const char *name, const char *help,
 	if (metrics_family(b, name, "counter", help) == -1)
 		return -1;
 	for (s = 0; s < METRICS_SLOTS; s++) {
-		uint64_t(*tab)[REASON__COUNT] =
-		    tunnels ? m.m_rc[s].rc_tunnels : m.m_rc[s].rc_requests;
-
-		if (s >= m.m_nroutes && s != METRICS_MAX_ROUTES)
+		if (!metrics_route_live(s))
 			continue;
 		for (d = 0; d < M__DECISIONS; d++)
 			for (r = 0; r < REASON__COUNT; r++) {
-				if (tab[d][r] == 0)
+				uint64_t v =
+				    metrics_route_count(s, tunnels, d, r);
+
+				if (v == 0)
 					continue;
 				if (evbuffer_add_printf(b, "%s{route=\"",
 					name) < 0 ||
@@ -488,8 +792,7 @@ metrics_decisions(struct evbuffer *b, const char *name, const char *help,
 					"\",decision=\"%s\",reason=\"%s\"} "
 					"%" PRIu64 "\n",
 					metrics_decision_names[d],
-					reason_name((enum reason)r),
-					tab[d][r]) < 0)
+					reason_name((enum reason)r), v) < 0)
 					return -1;
 			}
 	}
@@ -504,11 +807,14 @@ metrics_bytes(struct evbuffer *b, const char *name, const char *help, int out)
 	if (metrics_family(b, name, "counter", help) == -1)
 		return -1;
 	for (s = 0; s < METRICS_SLOTS; s++) {
-		uint64_t v =
-		    out ? m.m_rc[s].rc_bytes_out : m.m_rc[s].rc_bytes_in;
+		uint64_t v = 0;
+		size_t t;
 
-		if (s >= m.m_nroutes && s != METRICS_MAX_ROUTES)
+		if (!metrics_route_live(s))
 			continue;
+		for (t = s; t != METRICS_NONE; t = metrics_rlab.l_next[t])
+			v += ma_get(out ? &ms->m_rc[t].rc_bytes_out :
+					  &ms->m_rc[t].rc_bytes_in);
 		/* Configured routes always show; route="" once used. */
 		if (s == METRICS_MAX_ROUTES && v == 0)
 			continue;
@@ -550,7 +856,7 @@ metrics_hist_series(struct evbuffer *b, const char *name, const char *route,
 	for (i = 0; i <= h->h_nbounds; i++) {
 		char le[32];
 
-		cum += h->h_counts[i];
+		cum += ma_get(&h->h_counts[i]);
 		if (i < h->h_nbounds)
 			snprintf(le, sizeof(le), "%g", h->h_bounds[i]);
 		else
@@ -563,9 +869,10 @@ metrics_hist_series(struct evbuffer *b, const char *name, const char *route,
 	}
 	if (evbuffer_add_printf(b, "%s_sum", name) < 0 ||
 	    metrics_route_labels(b, route, 0) == -1 ||
-	    evbuffer_add_printf(b, " %.9g\n%s_count", h->h_sum, name) < 0 ||
+	    evbuffer_add_printf(b, " %.9g\n%s_count", ma_get_double(&h->h_sum),
+		name) < 0 ||
 	    metrics_route_labels(b, route, 0) == -1 ||
-	    evbuffer_add_printf(b, " %" PRIu64 "\n", h->h_count) < 0)
+	    evbuffer_add_printf(b, " %" PRIu64 "\n", ma_get(&h->h_count)) < 0)
 		return -1;
 	return 0;
 }
@@ -577,6 +884,27 @@ metrics_histogram(struct evbuffer *b, const char *name, const char *help,
 	if (metrics_family(b, name, "histogram", help) == -1)
 		return -1;
 	return metrics_hist_series(b, name, NULL, h);
+}
+
+/* A route's response histogram, over the entries of its name, into h. */
+static void
+metrics_route_hist(size_t s, struct histogram *h)
+{
+	const struct histogram *e;
+	size_t t, i;
+	double sum = 0;
+
+	memset(h, 0, sizeof(*h));
+	h->h_bounds = ms->m_rc[s].rc_up_resp.h_bounds;
+	h->h_nbounds = ms->m_rc[s].rc_up_resp.h_nbounds;
+	for (t = s; t != METRICS_NONE; t = metrics_rlab.l_next[t]) {
+		e = &ms->m_rc[t].rc_up_resp;
+		for (i = 0; i <= h->h_nbounds; i++)
+			h->h_counts[i] += ma_get(&e->h_counts[i]);
+		sum += ma_get_double(&e->h_sum);
+		h->h_count += ma_get(&e->h_count);
+	}
+	memcpy(&h->h_sum, &sum, sizeof(sum));
 }
 
 /* Per route, once a route has seen a response. */
@@ -591,16 +919,41 @@ metrics_upstream_responses(struct evbuffer *b)
 		"route.") == -1)
 		return -1;
 	for (s = 0; s < METRICS_SLOTS; s++) {
-		const struct histogram *h = &m.m_rc[s].rc_up_resp;
+		struct histogram h;
 
-		if ((s >= m.m_nroutes && s != METRICS_MAX_ROUTES) ||
-		    h->h_count == 0)
+		if (!metrics_route_live(s))
 			continue;
-		if (metrics_hist_series(b, name, metrics_route_name(s), h) ==
+		metrics_route_hist(s, &h);
+		if (h.h_count == 0)
+			continue;
+		if (metrics_hist_series(b, name, metrics_route_name(s), &h) ==
 		    -1)
 			return -1;
 	}
 	return 0;
+}
+
+/*
+ * /proc/self/fd to read from the start: a duplicate of the one
+ * metrics_preopen() kept (closedir() closes the duplicate only; the two
+ * share an offset, hence the rewind), else opened now.
+ */
+static DIR *
+metrics_fd_dir(void)
+{
+	DIR *d;
+	int fd;
+
+	if (metrics_fddir_fd == -1)
+		return opendir("/proc/self/fd");
+	if ((fd = fcntl(metrics_fddir_fd, F_DUPFD_CLOEXEC, 0)) == -1)
+		return NULL;
+	if ((d = fdopendir(fd)) == NULL) {
+		(void)close(fd);
+		return NULL;
+	}
+	rewinddir(d);
+	return d;
 }
 
 /*
@@ -621,12 +974,14 @@ metrics_open_fds(uint64_t *max)
 	    (uint64_t)rl.rlim_cur :
 	    65536;
 	*max = lim;
-	if ((d = opendir("/proc/self/fd")) != NULL) {
+	if ((d = metrics_fd_dir()) != NULL) {
 		while ((de = readdir(d)) != NULL)
 			if (de->d_name[0] != '.')
 				n++;
-		closedir(d);
-		return n - 1; /* the directory's own descriptor */
+		(void)closedir(d);
+		/* Less the directory's own (transient) descriptor. */
+		if (n > 0)
+			return n - 1;
 	}
 	if (lim > 65536)
 		lim = 65536;
@@ -646,10 +1001,14 @@ metrics_rss(void)
 	ssize_t n;
 	int fd;
 
-	if ((fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC)) == -1)
+	if (metrics_statm_fd != -1)
+		n = pread(metrics_statm_fd, buf, sizeof(buf) - 1, 0);
+	else if ((fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC)) == -1)
 		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	(void)close(fd);
+	else {
+		n = read(fd, buf, sizeof(buf) - 1);
+		(void)close(fd);
+	}
 	if (n <= 0)
 		return 0;
 	buf[n] = '\0';
@@ -665,6 +1024,7 @@ metrics_rss(void)
 
 /* The families added for operators (process, budget, errors, policy). */
 static int metrics_sandboxes(struct evbuffer *b);
+static int metrics_engines(struct evbuffer *b);
 
 static int
 metrics_render_more(struct evbuffer *b)
@@ -675,7 +1035,7 @@ metrics_render_more(struct evbuffer *b)
 	if (metrics_upstream_responses(b) == -1)
 		return -1;
 	fds = metrics_open_fds(&maxfds);
-	budget_fill(m.m_budget, &live, &limit);
+	budget_fill(metrics_budget_tab, &live, &limit);
 	if (metrics_u64(b, "process_open_fds", "gauge",
 		"Open file descriptors.", fds) == -1 ||
 	    metrics_u64(b, "process_max_fds", "gauge",
@@ -684,11 +1044,13 @@ metrics_render_more(struct evbuffer *b)
 		"Resident memory size in bytes.", metrics_rss()) == -1 ||
 	    metrics_u64(b, "process_start_time_seconds", "gauge",
 		"Start time of the process since the epoch, in seconds.",
-		(uint64_t)m.m_started) == -1 ||
+		(uint64_t)__atomic_load_n(&ms->m_started, __ATOMIC_RELAXED)) ==
+		-1 ||
 	    metrics_u64(b, "sluice_policy_last_load_timestamp_seconds", "gauge",
 		"When the policy in force was loaded (start or reload), "
 		"since the epoch.",
-		(uint64_t)m.m_policy_time) == -1 ||
+		(uint64_t)__atomic_load_n(&ms->m_policy_time,
+		    __ATOMIC_RELAXED)) == -1 ||
 	    metrics_u64(b, "sluice_budget_entries", "gauge",
 		"Tokens with a request count in the budget table.",
 		live) == -1 ||
@@ -696,7 +1058,7 @@ metrics_render_more(struct evbuffer *b)
 		"counter",
 		"Response header fields dropped because they held a value "
 		"sluice injected upstream.",
-		m.m_secret_headers) == -1 ||
+		ma_get(&ms->m_secret_headers)) == -1 ||
 	    metrics_u64(b, "sluice_budget_entries_limit", "gauge",
 		"Entries the budget table holds at most; at the limit a new "
 		"token's request is refused (budget_exhausted).",
@@ -710,26 +1072,31 @@ metrics_render_more(struct evbuffer *b)
 		if (evbuffer_add_printf(b,
 			"sluice_upstream_errors_total{kind=\"%s\"} %" PRIu64
 			"\n",
-			metrics_uperr_names[i], m.m_uperr[i]) < 0)
+			metrics_uperr_names[i], ma_get(&ms->m_uperr[i])) < 0)
 			return -1;
-	return metrics_sandboxes(b);
+	if (metrics_sandboxes(b) == -1)
+		return -1;
+	return metrics_engines(b);
 }
 
 /* A sandbox's slot: its own among the first ones seen, else "other". */
 static size_t
 metrics_sbx_slot(const char *id)
 {
-	size_t i;
+	size_t i, n = metrics_claimed(&ms->m_nsbx, METRICS_MAX_SANDBOXES);
 
 	if (id == NULL || id[0] == '\0' || strlen(id) > SANDBOX_ID_MAX)
 		return METRICS_MAX_SANDBOXES;
-	for (i = 0; i < m.m_nsbx; i++)
-		if (strcmp(m.m_sbx[i], id) == 0)
+	for (i = 0; i < n; i++)
+		if (metrics_ready(&ms->m_sbx_ready[i]) &&
+		    strcmp(ms->m_sbx[i], id) == 0)
 			return i;
-	if (m.m_nsbx == METRICS_MAX_SANDBOXES)
+	if ((i = metrics_claim(1, METRICS_MAX_SANDBOXES)) ==
+	    METRICS_MAX_SANDBOXES)
 		return METRICS_MAX_SANDBOXES;
-	memcpy(m.m_sbx[m.m_nsbx], id, strlen(id) + 1);
-	return m.m_nsbx++;
+	memcpy(ms->m_sbx[i], id, strlen(id) + 1);
+	__atomic_store_n(&ms->m_sbx_ready[i], 1, __ATOMIC_RELEASE);
+	return i;
 }
 
 void
@@ -737,52 +1104,104 @@ metrics_sandbox_request(const char *id, int allow, enum reason r)
 {
 	size_t s = metrics_sbx_slot(id);
 
-	m.m_sbx_req[s][allow ? M_ALLOW :
-			       (reason_is_upstream(r) ? M_ERROR : M_DENY)]++;
+	MA_ADD(&ms->m_sbx_req[s][allow ?
+		       M_ALLOW :
+		       (reason_is_upstream(r) ? M_ERROR : M_DENY)],
+	    1);
 }
 
 void
 metrics_sandbox_conn(const char *id, int delta)
 {
-	m.m_sbx_conns[metrics_sbx_slot(id)] += delta;
+	MA_ADDI(&ms->m_sbx_conns[metrics_eslot][metrics_sbx_slot(id)], delta);
+}
+
+/* Sandbox entry i's requests with decision d, over the entries of its name. */
+static uint64_t
+metrics_sbx_reqs(const struct metrics_labels *l, size_t i, size_t d)
+{
+	uint64_t v = 0;
+	size_t t;
+
+	for (t = i; t != METRICS_NONE; t = l->l_next[t])
+		v += ma_get(&ms->m_sbx_req[t][d]);
+	return v;
+}
+
+/* Sandbox entry i's open connections, over the entries of its name. */
+static int64_t
+metrics_sbx_conns_all(const struct metrics_labels *l, size_t i)
+{
+	int64_t v = 0;
+	size_t t;
+
+	for (t = i; t != METRICS_NONE; t = l->l_next[t])
+		v += metrics_sbx_conns(t);
+	return v;
+}
+
+static const char *
+metrics_sbx_name(size_t i)
+{
+	return i < METRICS_MAX_SANDBOXES ? ms->m_sbx[i] : "other";
 }
 
 static int
 metrics_sandboxes(struct evbuffer *b)
 {
-	size_t i, d;
+	static struct metrics_labels l;
+	size_t i, d, n = metrics_claimed(&ms->m_nsbx, METRICS_MAX_SANDBOXES);
 
-	if (m.m_nsbx == 0 && m.m_sbx_conns[METRICS_MAX_SANDBOXES] == 0 &&
-	    m.m_sbx_req[METRICS_MAX_SANDBOXES][M_DENY] == 0)
+	if (n == 0 && metrics_sbx_conns(METRICS_MAX_SANDBOXES) == 0 &&
+	    ma_get(&ms->m_sbx_req[METRICS_MAX_SANDBOXES][M_DENY]) == 0)
 		return 0;
+	metrics_labels_fill(&l, METRICS_MAX_SANDBOXES, n, &ms->m_sbx[0][0],
+	    sizeof(ms->m_sbx[0]), ms->m_sbx_ready);
 	if (metrics_family(b, "sluice_sandbox_requests_total", "counter",
 		"Requests and tunnels by sandbox (gateway mode; past the "
 		"first 64 sandboxes, sandbox=\"other\") and decision.") == -1)
 		return -1;
-	for (i = 0; i <= m.m_nsbx; i++) {
-		size_t s = i < m.m_nsbx ? i : METRICS_MAX_SANDBOXES;
-
+	for (i = 0; i <= METRICS_MAX_SANDBOXES; i++) {
+		if (l.l_canon[i] != i)
+			continue;
 		for (d = 0; d < M__DECISIONS; d++)
 			if (evbuffer_add_printf(b,
 				"sluice_sandbox_requests_total{sandbox=\"%s\","
 				"decision=\"%s\"} %" PRIu64 "\n",
-				i < m.m_nsbx ? m.m_sbx[i] : "other",
-				metrics_decision_names[d],
-				m.m_sbx_req[s][d]) < 0)
+				metrics_sbx_name(i), metrics_decision_names[d],
+				metrics_sbx_reqs(&l, i, d)) < 0)
 				return -1;
 	}
 	if (metrics_family(b, "sluice_sandbox_connections", "gauge",
 		"Open client connections by sandbox (gateway mode).") == -1)
 		return -1;
-	for (i = 0; i <= m.m_nsbx; i++)
-		if (evbuffer_add_printf(b,
+	for (i = 0; i <= METRICS_MAX_SANDBOXES; i++)
+		if (l.l_canon[i] == i &&
+		    evbuffer_add_printf(b,
 			"sluice_sandbox_connections{sandbox=\"%s\"} %" PRId64
 			"\n",
-			i < m.m_nsbx ? m.m_sbx[i] : "other",
-			m.m_sbx_conns[i < m.m_nsbx ? i :
-						     METRICS_MAX_SANDBOXES]) <
-		    0)
+			metrics_sbx_name(i), metrics_sbx_conns_all(&l, i)) < 0)
 			return -1;
+	return 0;
+}
+
+/* Privilege separation: engine restarts, and engines alive now. */
+static int
+metrics_engines(struct evbuffer *b)
+{
+	char num[32];
+
+	if (!__atomic_load_n(&ms->m_engines_shown, __ATOMIC_RELAXED))
+		return 0;
+	snprintf(num, sizeof(num), "%" PRId64, ma_geti(&ms->m_engines));
+	if (metrics_u64(b, "sluice_engine_restarts_total", "counter",
+		"Engine processes started again after one died.",
+		ma_get(&ms->m_engine_restarts)) == -1 ||
+	    metrics_simple(b, "sluice_engines", "gauge",
+		"Engine processes alive (two while one drains after a "
+		"reload).",
+		num) == -1)
+		return -1;
 	return 0;
 }
 
@@ -792,6 +1211,7 @@ metrics_render(struct evbuffer *b)
 	char num[32];
 
 	metrics_init_once();
+	metrics_route_labels_fill();
 	if (metrics_family(b, "sluice_build_info", "gauge",
 		"Build information; the value is always 1.") == -1 ||
 	    evbuffer_add_printf(b, "sluice_build_info{version=\"") < 0 ||
@@ -809,55 +1229,56 @@ metrics_render(struct evbuffer *b)
 		return -1;
 	if (metrics_histogram(b, "sluice_request_duration_seconds",
 		"Time from a request's first byte to the end of its response.",
-		&m.m_req_dur) == -1 ||
+		&ms->m_req_dur) == -1 ||
 	    metrics_histogram(b, "sluice_tunnel_duration_seconds",
-		"Lifetime of CONNECT tunnels.", &m.m_tun_dur) == -1 ||
+		"Lifetime of CONNECT tunnels.", &ms->m_tun_dur) == -1 ||
 	    metrics_histogram(b, "sluice_upstream_connect_seconds",
-		"TCP connect time to upstreams.", &m.m_connect) == -1 ||
+		"TCP connect time to upstreams.", &ms->m_connect) == -1 ||
 	    metrics_histogram(b, "sluice_upstream_tls_handshake_seconds",
-		"TLS handshake time with upstreams.", &m.m_tls) == -1)
+		"TLS handshake time with upstreams.", &ms->m_tls) == -1)
 		return -1;
-	snprintf(num, sizeof(num), "%" PRId64, m.m_conn_active);
+	snprintf(num, sizeof(num), "%" PRId64, ma_sum_slots(ms->m_conn_active));
 	if (metrics_simple(b, "sluice_connections_active", "gauge",
 		"Client connections open now.", num) == -1)
 		return -1;
-	snprintf(num, sizeof(num), "%" PRId64, m.m_pool_idle);
+	snprintf(num, sizeof(num), "%" PRId64, ma_sum_slots(ms->m_pool_idle));
 	if (metrics_simple(b, "sluice_upstream_pool_idle_connections", "gauge",
 		"Idle upstream connections kept for reuse.", num) == -1)
 		return -1;
 	if (metrics_u64(b, "sluice_token_cache_hits_total", "counter",
 		"Token verifications answered from the cache.",
-		m.m_cache_hits) == -1 ||
+		ma_get(&ms->m_cache_hits)) == -1 ||
 	    metrics_u64(b, "sluice_token_cache_misses_total", "counter",
 		"Token verifications that ran the signature check.",
-		m.m_cache_misses) == -1 ||
+		ma_get(&ms->m_cache_misses)) == -1 ||
 	    metrics_u64(b, "sluice_audit_write_errors_total", "counter",
 		"Audit log writes or fsyncs that failed.",
-		m.m_audit_errors) == -1 ||
+		ma_get(&ms->m_audit_errors)) == -1 ||
 	    metrics_u64(b, "sluice_audit_failed", "gauge",
 		"1 while the audit log is in the failed state (requests are "
 		"refused).",
-		(uint64_t)m.m_audit_failed) == -1 ||
+		(uint64_t)__atomic_load_n(&ms->m_audit_failed,
+		    __ATOMIC_RELAXED)) == -1 ||
 	    metrics_u64(b, "sluice_kernel_drops_total", "counter",
 		"Packets dropped by the kernel rules, as reported by NFLOG.",
-		m.m_net_drops) == -1 ||
+		ma_get(&ms->m_net_drops)) == -1 ||
 	    metrics_u64(b, "sluice_kernel_drop_rule_packets_total", "counter",
 		"Packets counted by the drop rules' own counters.",
-		m.m_rule_packets) == -1 ||
+		ma_get(&ms->m_rule_packets)) == -1 ||
 	    metrics_u64(b, "sluice_kernel_drop_rule_bytes_total", "counter",
 		"Bytes counted by the drop rules' own counters.",
-		m.m_rule_bytes) == -1 ||
+		ma_get(&ms->m_rule_bytes)) == -1 ||
 	    metrics_u64(b, "sluice_kernel_dynamic_set_elements", "gauge",
 		"Upstream addresses sluice put in the kernel's dynamic sets "
 		"(sidecar mode; bounded, oldest evicted).",
-		m.m_dyn_elems) == -1)
+		ma_get(&ms->m_dyn_elems)) == -1)
 		return -1;
 	if (metrics_family(b, "sluice_policy_reloads_total", "counter",
 		"Policy reloads by outcome.") == -1 ||
 	    evbuffer_add_printf(b,
 		"sluice_policy_reloads_total{outcome=\"ok\"} %" PRIu64 "\n"
 		"sluice_policy_reloads_total{outcome=\"failed\"} %" PRIu64 "\n",
-		m.m_reloads[1], m.m_reloads[0]) < 0)
+		ma_get(&ms->m_reloads[1]), ma_get(&ms->m_reloads[0])) < 0)
 		return -1;
 	return metrics_render_more(b);
 }

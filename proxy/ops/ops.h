@@ -165,7 +165,8 @@ int audit_verify(const char *const *files, size_t nfiles, const char *head,
 
 /*
  * metrics.c: counters and histograms, and the /metrics listener in the
- * Prometheus text format 0.0.4 (docs/metrics.md). Single-threaded, global.
+ * Prometheus text format 0.0.4 (docs/metrics.md). Global; one loop per
+ * process, and with metrics_share() the state is shared across forks.
  * Route labels are the audiences given to metrics_configure(); any other
  * route name (and NULL) is counted under route="" so the set stays bounded.
  */
@@ -247,6 +248,43 @@ void metrics_close(void);
 int metrics_render(struct evbuffer *buf);
 /* Zero every counter and forget the routes (unit tests). */
 void metrics_reset(void);
+
+/*
+ * Privilege separation. Put the metrics state in memory shared with every
+ * later fork (call once, before the first fork; state so far is kept):
+ * counters survive an engine's replacement, and what the parent counts
+ * (reloads, kernel drops, dynamic set elements) renders in the engine.
+ * Updates are relaxed atomic adds. 0, or -1 (then metrics stay
+ * process-local). Once shared, sluice_engine_restarts_total and
+ * sluice_engines render (also once either setter below was called).
+ */
+int metrics_share(void);
+/*
+ * In a forked engine: its slot (0..METRICS_ENGINE_SLOTS-1) for per-engine
+ * gauges (active connections, idle pool, per-sandbox connections); out of
+ * range is ignored. A process that never calls it uses slot 0. Rendered
+ * gauges are the sums over the slots.
+ */
+#define METRICS_ENGINE_SLOTS 8
+void metrics_engine_slot(int slot);
+/*
+ * In the parent, when the engine in slot died: its gauges go to 0 (its
+ * connections are gone). Clear before a new engine takes the slot.
+ */
+void metrics_engine_slot_clear(int slot);
+/* sluice_engine_restarts_total (counter), sluice_engines (gauge, alive). */
+void metrics_engine_restart(void);
+void metrics_engines_alive(int n);
+/* For the admin status in the parent: what the engines counted (summed). */
+int64_t metrics_conn_active_total(void);
+void metrics_cache_totals(uint64_t *hits, uint64_t *misses);
+/*
+ * Open /proc/self/statm and /proc/self/fd now and keep them, so that the
+ * process metrics need no open() later (a confined engine cannot open
+ * files): called in the engine after the fork (the pids differ), before
+ * its confinement. Again: the old ones are closed first.
+ */
+void metrics_preopen(void);
 
 /*
  * admin.c: the admin unix socket (mode 0600, owner uid): one command line
