@@ -45,6 +45,9 @@
 #define NOBODY        65534
 #define NOFILE        256
 
+/* ENGINE_CONFINE_* for the next children. */
+static unsigned confine_flags;
+
 /* A tree the child may read under Landlock, made before each fork. */
 static char ro_dir[64];
 static char ro_file[96];
@@ -72,6 +75,7 @@ confine(int *landlock)
 	ec.ec_nofile = NOFILE;
 	ec.ec_ro = ro;
 	ec.ec_nro = 1;
+	ec.ec_flags = confine_flags;
 	if (sandbox_engine_confine(&ec, landlock, why, sizeof(why)) == -1) {
 		say(why);
 		return -1;
@@ -153,7 +157,7 @@ teardown(void **state)
 /* ---- /proc/self/status after confinement ---- */
 
 static int status_fd = -1;
-static int status_bnd; /* CapBnd must read 0 */
+static int status_bnd; /* 1: CapBnd must read 0; -1: must not; 0: any */
 
 /* The value of field (e.g. "CapEff:") in buf, or NULL. */
 static const char *
@@ -176,12 +180,19 @@ field(const char *buf, const char *name)
 }
 
 static int
-field_is(const char *buf, const char *name, const char *want)
+field_eq(const char *buf, const char *name, const char *want)
 {
 	const char *v = field(buf, name);
 
-	if (v == NULL || strncmp(v, want, strlen(want)) != 0 ||
-	    v[strlen(want)] != '\n') {
+	return v != NULL && strncmp(v, want, strlen(want)) == 0 &&
+	    v[strlen(want)] == '\n';
+}
+
+/* field_eq, saying which field differs. */
+static int
+field_is(const char *buf, const char *name, const char *want)
+{
+	if (!field_eq(buf, name, want)) {
 		say(name);
 		return 0;
 	}
@@ -210,7 +221,9 @@ child_status(int landlock)
 	for (i = 0; i < SL_NELEM(zero); i++)
 		if (!field_is(buf, zero[i], ZERO_CAPS))
 			return 3;
-	if (status_bnd && !field_is(buf, "CapBnd:", ZERO_CAPS))
+	if (status_bnd == 1 && !field_is(buf, "CapBnd:", ZERO_CAPS))
+		return 4;
+	if (status_bnd == -1 && field_eq(buf, "CapBnd:", ZERO_CAPS))
 		return 4;
 	if (getuid() != 0) {
 		/* Not dumpable: /proc/self belongs to root, not to us. */
@@ -421,6 +434,63 @@ test_landlock(void **state)
 	expect_exit(run_child(child_landlock), 0);
 }
 
+/* With ENGINE_CONFINE_NO_LANDLOCK the files outside ec_ro open. */
+static int
+child_no_landlock(int landlock)
+{
+	int fd;
+
+	if (landlock)
+		return 1;
+	if ((fd = open("/etc/passwd", O_RDONLY | O_CLOEXEC)) == -1)
+		return 2;
+	(void)close(fd);
+	return 0;
+}
+
+static void
+test_no_landlock(void **state)
+{
+	(void)state;
+	confine_flags = ENGINE_CONFINE_NO_LANDLOCK;
+	expect_exit(run_child(child_no_landlock), 0);
+	confine_flags = 0;
+}
+
+/*
+ * Without CAP_SETPCAP (the parent kept it, but a caller may not have) the
+ * bounding set cannot be emptied: confinement goes on without that step,
+ * and every other set still ends empty.
+ */
+static int
+drop_setpcap(void)
+{
+	struct __user_cap_header_struct h;
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+
+	memset(&h, 0, sizeof(h));
+	memset(d, 0, sizeof(d));
+	h.version = _LINUX_CAPABILITY_VERSION_3;
+	if (syscall(SYS_capget, &h, d) == -1)
+		return -1;
+	d[CAP_TO_INDEX(CAP_SETPCAP)].effective &= ~CAP_TO_MASK(CAP_SETPCAP);
+	if (syscall(SYS_capset, &h, d) == -1)
+		return -1;
+	return open_status();
+}
+
+static void
+test_no_setpcap(void **state)
+{
+	(void)state;
+	if (getuid() != 0 || !have_setpcap())
+		skip();
+	status_bnd = -1; /* left as it was */
+	pre_confine = drop_setpcap;
+	expect_exit(run_child(child_status), 0);
+	pre_confine = NULL;
+}
+
 /* ---- what kills it ---- */
 
 static int
@@ -560,6 +630,17 @@ child_ptrace(int landlock)
 	return CHILD_LIVED;
 }
 
+#ifdef __x86_64__
+/* An x32 syscall number (another ABI): the bad-architecture action. */
+static int
+child_x32(int landlock)
+{
+	(void)landlock;
+	(void)syscall(0x40000000L | SYS_getpid);
+	return CHILD_LIVED;
+}
+#endif
+
 static const struct {
 	const char *name;
 	int (*fn)(int);
@@ -579,6 +660,9 @@ static const struct {
 	{ "ioctl(SIOCGPGRP)", child_ioctl },
 	{ "setrlimit", child_setrlimit },
 	{ "ptrace", child_ptrace },
+#ifdef __x86_64__
+	{ "x32 getpid", child_x32 },
+#endif
 };
 
 static void
@@ -615,6 +699,8 @@ main(void)
 		cmocka_unit_test(test_rlimit),
 		cmocka_unit_test(test_ro_reads),
 		cmocka_unit_test(test_landlock),
+		cmocka_unit_test(test_no_landlock),
+		cmocka_unit_test(test_no_setpcap),
 		cmocka_unit_test(test_kills),
 	};
 
