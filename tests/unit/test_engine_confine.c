@@ -226,8 +226,10 @@ child_status(int landlock)
 	if (status_bnd == -1 && field_eq(buf, "CapBnd:", ZERO_CAPS))
 		return 4;
 	if (getuid() != 0) {
-		/* Not dumpable: /proc/self belongs to root, not to us. */
-		if (fstat(status_fd, &st) == -1 || st.st_uid != 0)
+		/* Not dumpable: /proc/self belongs to root, not to us (a
+		 * path lookup: fstat of an fd opened before keeps the owner
+		 * it had then). Landlock does not govern stat(2). */
+		if (stat("/proc/self/status", &st) == -1 || st.st_uid != 0)
 			return 5;
 		if (getuid() != NOBODY || geteuid() != NOBODY ||
 		    getgid() != NOBODY || getegid() != NOBODY)
