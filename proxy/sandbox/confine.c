@@ -62,11 +62,17 @@ sandbox_drop_bounding(char *why, size_t whylen)
 int
 sandbox_drop_caps(char *why, size_t whylen)
 {
+	if (sandbox_drop_bounding(why, whylen) == -1)
+		return -1;
+	return sandbox_drop_cap_sets(why, whylen);
+}
+
+int
+sandbox_drop_cap_sets(char *why, size_t whylen)
+{
 	struct __user_cap_header_struct h;
 	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
 
-	if (sandbox_drop_bounding(why, whylen) == -1)
-		return -1;
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == -1 &&
 	    errno != EINVAL) {
 		snprintf(why, whylen, "capabilities: clear ambient: %s",

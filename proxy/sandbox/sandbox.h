@@ -83,6 +83,11 @@ int fdpass_recv(int sock, const struct fdpass_kind *kinds, size_t nkinds,
 int sandbox_drop_bounding(char *why, size_t whylen);
 /* Drop every capability: bounding set, ambient, then all three sets. */
 int sandbox_drop_caps(char *why, size_t whylen);
+/*
+ * Drop the ambient set, then the permitted, effective and inheritable sets
+ * (the bounding set stays as it is: sandbox_drop_bounding).
+ */
+int sandbox_drop_cap_sets(char *why, size_t whylen);
 /* PR_SET_NO_NEW_PRIVS. */
 int sandbox_no_new_privs(char *why, size_t whylen);
 /*
@@ -115,6 +120,36 @@ int sandbox_landlock_prepare(const char *const *rw, size_t nrw,
     const char *const *ro, size_t nro, char *why, size_t whylen);
 /* Restrict the calling thread with the ruleset (and close it). */
 int sandbox_landlock_apply(int ruleset, char *why, size_t whylen);
+
+/*
+ * engine.c: the confinement of the privsep engine, the process that
+ * proxies (DESIGN "Privilege separation and self-confinement").
+ */
+#define ENGINE_CONFINE_NO_LANDLOCK 0x1 /* skip Landlock (tests) */
+
+struct engine_confine {
+	int ec_set_user; /* setgroups/setresgid/setresuid to uid/gid */
+	uid_t ec_uid;
+	gid_t ec_gid;
+	uint64_t ec_nofile;       /* RLIMIT_NOFILE soft and hard; 0: keep */
+	const char *const *ec_ro; /* trees readable under Landlock (system CA
+				     dir) */
+	size_t ec_nro;
+	unsigned ec_flags; /* ENGINE_CONFINE_* */
+};
+
+/*
+ * Take everything away from the calling process (single-threaded): the
+ * user (when ec_set_user), every capability (bounding via CAP_SETPCAP if it
+ * is held, then permitted/effective/inheritable, ambient cleared),
+ * no_new_privs, not dumpable, RLIMIT_NOFILE, Landlock (no filesystem access
+ * but read-only under ec_ro; skipped where the kernel has no Landlock:
+ * *landlock_out = 0), and last a seccomp allowlist whose default action
+ * kills the process (SCMP_ACT_KILL_PROCESS, so SIGSYS). Returns 0, or -1
+ * with why set.
+ */
+int sandbox_engine_confine(const struct engine_confine *, int *landlock_out,
+    char *why, size_t whylen);
 
 /*
  * mount.c: the mount wall, in a mount namespace of the caller's own: all
