@@ -52,15 +52,16 @@
 
 /*
  * Under ASan/UBSan the sanitizer runtime does work of its own inside the
- * confined process: it reads /proc/self/maps (openat read-only, allowed
- * anyway) and the binary's name (readlink), asks for the CPUs
- * (sched_getaffinity), uses prctl (thread names, dumpable), getrusage and
- * writes its reports to stderr (write, allowed anyway). Those builds get
- * these syscalls too, and no Landlock (the runtime opens /proc files).
- * LeakSanitizer's check at exit cannot work confined (it clones a tracer
- * that must ptrace the process, which no_new_privs, non-dumpable and no
- * capabilities forbid, and clone is killed): a sanitized engine ends with
- * _exit() or runs with detect_leaks=0.
+ * confined process. A report (seen with strace of a heap overflow after
+ * confinement) opens /proc/self/maps with open(2), not openat, symbolizes
+ * in-process and writes to stderr, then aborts (tgkill to itself); the
+ * runtime may also readlink, ask for the CPUs (sched_getaffinity), use
+ * prctl and getrusage. Those builds allow these too (open read-only only),
+ * and skip Landlock (the runtime reads /proc files it did not open first).
+ * LeakSanitizer's check at exit cannot run confined: it clones a tracer
+ * (killed here; were it allowed, the tracer could not ptrace a process
+ * that is not dumpable), so a sanitized engine ends with _exit() or runs
+ * with detect_leaks=0, or it dies of SIGSYS at exit.
  */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
 #define ENGINE_SANITIZER 1
@@ -248,6 +249,13 @@ engine_rules_args(scmp_filter_ctx ctx, uint64_t pid, const char **what)
 	if ((r = seccomp_rule_add(ctx, allow, SCMP_SYS(openat), 1,
 		 ecmp(2, SCMP_CMP_MASKED_EQ, ENGINE_O_WRITES, O_RDONLY))) < 0)
 		return r;
+#ifdef ENGINE_SANITIZER
+	/* The sanitizer runtime opens /proc/self/maps with open(2). */
+	*what = "open";
+	if ((r = seccomp_rule_add(ctx, allow, SCMP_SYS(open), 1,
+		 ecmp(1, SCMP_CMP_MASKED_EQ, ENGINE_O_WRITES, O_RDONLY))) < 0)
+		return r;
+#endif
 	/* Signals only to itself (abort() raises SIGABRT with tgkill). */
 	*what = "kill";
 	if ((r = seccomp_rule_add(ctx, allow, SCMP_SYS(kill), 1,
