@@ -128,7 +128,8 @@ main(int argc, char **argv)
 	if (strcmp(argv[1], "--version") == 0) {
 		printf("sluice %s\n", SLUICE_VERSION);
 #ifdef SLUICE_TEST_HOOKS
-		printf("built with test hooks (SLUICE_TEST_HOOKS): not for use\n");
+		printf(
+		    "built with test hooks (SLUICE_TEST_HOOKS): not for use\n");
 #endif
 		return SL_EXIT_OK;
 	}

@@ -54,7 +54,7 @@ static struct event *d_sigev[8]; /* the daemon's signals */
 static size_t d_nsigev;
 static int d_ready_fd_kept = -1; /* for the engine's ready */
 static int d_engine_failed;      /* the first engine never served */
-static int d_ready_fd; /* below, with the ready file */
+static int d_ready_fd;           /* below, with the ready file */
 static void write_ready(int fd);
 
 /* Status lines of the engines (privilege separation). */
@@ -566,6 +566,8 @@ daemon_reload(void)
 	    (unsigned long long)d_env.pe_cf->cf_gen);
 	/* A new engine serves it; the old ones drain. */
 	engine_reload();
+	if (engine_is_engine())
+		return; /* the new engine: back to its loop */
 	notify_serving("");
 	return;
 
@@ -1237,10 +1239,14 @@ start_engines(int ready_fd)
 	if (metrics_share() == -1)
 		log_warnx("metrics: no shared memory: engine counts stay "
 			  "per engine");
-	if (engine_start(&d_env, &daemon_engine_ops, why, sizeof(why)) ==
-	    -1) {
+	switch (engine_start(&d_env, &daemon_engine_ops, why, sizeof(why))) {
+	case -1:
 		log_warnx("%s", why);
 		return SL_EXIT_RUNTIME;
+	case 1:
+		return 0; /* the engine */
+	default:
+		break;
 	}
 	(void)event_del(d_prune_ev);
 	return 0;
@@ -1346,6 +1352,8 @@ serve(const struct run_opts *op)
 		daemon_drain();
 	}
 	event_base_dispatch(d_env.pe_base);
+	if (engine_is_engine())
+		engine_exit();
 	/* No longer serving: a supervisor must not find our pid now. */
 	ready_remove();
 

@@ -58,13 +58,13 @@
 #include "proxy/token/store.h"
 #include "proxy/util/util.h"
 
-#define ENGINE_OUT_MAX      ((size_t)8 << 20) /* control bytes queued */
-#define ENGINE_BACKOFF_MIN  50                /* ms, the second restart */
-#define ENGINE_BACKOFF_MAX  5000              /* ms */
-#define ENGINE_STABLE_S     10 /* lived this long: the next restart at once */
-#define ENGINE_AUDIT_BATCH  256 /* datagrams taken per wake */
-#define ENGINE_REVFILE_MAX  (CHAN_MAX_PAYLOAD)
-#define ENGINE_FD_HEADROOM  64
+#define ENGINE_OUT_MAX     ((size_t)8 << 20) /* control bytes queued */
+#define ENGINE_BACKOFF_MIN 50                /* ms, the second restart */
+#define ENGINE_BACKOFF_MAX 5000              /* ms */
+#define ENGINE_STABLE_S    10  /* lived this long: the next restart at once */
+#define ENGINE_AUDIT_BATCH 256 /* datagrams taken per wake */
+#define ENGINE_REVFILE_MAX (CHAN_MAX_PAYLOAD)
+#define ENGINE_FD_HEADROOM 64
 
 struct engine {
 	pid_t e_pid; /* 0: the slot is free */
@@ -261,8 +261,7 @@ engine_resolve_msg(struct engine *e, const unsigned char *p, size_t len)
 		engine_kill(e, "a malformed name question");
 		return;
 	}
-	if (edns_ask(slot, eg.env->pe_cf, m.er_host, m.er_port, m.er_id) ==
-	    -1)
+	if (edns_ask(slot, eg.env->pe_cf, m.er_host, m.er_port, m.er_id) == -1)
 		engine_answer_cb(slot, m.er_id, NULL, 0, 0);
 }
 
@@ -362,7 +361,7 @@ static void
 engine_restart_cb(evutil_socket_t fd, short what, void *arg)
 {
 	char why[256];
-	int slot;
+	int slot, rc;
 
 	(void)fd;
 	(void)what;
@@ -377,7 +376,10 @@ engine_restart_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	eg.restarts++;
 	metrics_engine_restart();
-	if (engine_spawn(slot, why, sizeof(why)) == -1) {
+	metrics_engine_slot_clear(slot);
+	if ((rc = engine_spawn(slot, why, sizeof(why))) == 1)
+		return; /* the new engine, in its loop */
+	if (rc == -1) {
 		log_warnx("engine: %s; retrying", why);
 		(void)event_add(eg.restart_ev,
 		    &(struct timeval){ 0, ENGINE_BACKOFF_MAX * 1000 });
@@ -411,10 +413,9 @@ engine_schedule_restart(const struct timespec *born)
 	if (now.tv_sec - born->tv_sec >= ENGINE_STABLE_S)
 		eg.backoff_ms = 0;
 	delay = eg.backoff_ms;
-	eg.backoff_ms = delay == 0 ? ENGINE_BACKOFF_MIN :
-				     (delay * 2 > ENGINE_BACKOFF_MAX ?
-					     ENGINE_BACKOFF_MAX :
-					     delay * 2);
+	eg.backoff_ms = delay == 0 ?
+	    ENGINE_BACKOFF_MIN :
+	    (delay * 2 > ENGINE_BACKOFF_MAX ? ENGINE_BACKOFF_MAX : delay * 2);
 	if (delay > 0)
 		log_warnx("engine: restarting in %u ms", delay);
 	(void)event_add(eg.restart_ev,
@@ -544,7 +545,7 @@ engine_spawn(int slot, char *why, size_t whylen)
 		close(ctl[0]);
 		close(aud[0]);
 		engine_child(slot, ctl[1], aud[1]);
-		_exit(ENGINE_EXIT_SETUP); /* not reached */
+		return 1;
 	}
 	close(ctl[1]);
 	close(aud[1]);
@@ -576,7 +577,7 @@ int
 engine_start(struct proxy_env *env, const struct engine_ops *ops, char *why,
     size_t whylen)
 {
-	int i;
+	int i, rc;
 
 	eg.env = env;
 	eg.ops = ops;
@@ -605,8 +606,9 @@ engine_start(struct proxy_env *env, const struct engine_ops *ops, char *why,
 	}
 #endif
 	eg.on = 1;
-	if (engine_spawn(0, why, whylen) == -1)
-		return -1;
+	metrics_engine_slot_clear(0);
+	if ((rc = engine_spawn(0, why, whylen)) != 0)
+		return rc; /* -1, or 1: the engine */
 	/* The parent serves no client: the engines do. */
 	listener_enable_all(0);
 	metrics_listen_enable(0);
@@ -617,7 +619,7 @@ void
 engine_reload(void)
 {
 	char why[256];
-	int slot, i;
+	int slot, i, rc;
 
 	if (!eg.on || eg.stopping)
 		return;
@@ -632,7 +634,8 @@ engine_reload(void)
 		    &(struct timeval){ 0, ENGINE_BACKOFF_MIN * 1000 });
 		return;
 	}
-	if (engine_spawn(slot, why, sizeof(why)) == -1) {
+	metrics_engine_slot_clear(slot);
+	if ((rc = engine_spawn(slot, why, sizeof(why))) == -1) {
 		/* The engines serving the old policy go on. */
 		log_warnx("engine: reload: %s", why);
 		(void)event_add(eg.restart_ev,
@@ -918,8 +921,8 @@ static void
 engine_confine(void)
 {
 	static const char *const trees[] = { "/etc/ssl/certs",
-		"/usr/share/ca-certificates", "/usr/local/share/ca-certificates",
-		"/etc/pki" };
+		"/usr/share/ca-certificates",
+		"/usr/local/share/ca-certificates", "/etc/pki" };
 	const char *ro[SL_NELEM(trees) + 2], *dir;
 	const struct config *cf = eg.env->pe_cf;
 	struct engine_confine ec;
@@ -945,8 +948,8 @@ engine_confine(void)
 	ec.ec_nofile = 2 * cf->cf_limits.max_connections +
 	    2 * cf->cf_nlisteners + ENGINE_FD_HEADROOM;
 	/* Never above the hard limit: only lowered, never raised. */
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY &&
-	    ec.ec_nofile > rl.rlim_max)
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+	    rl.rlim_max != RLIM_INFINITY && ec.ec_nofile > rl.rlim_max)
 		ec.ec_nofile = rl.rlim_max;
 	/* The system store is read lazily, a file per lookup. */
 	ec.ec_ro = ro;
@@ -1049,9 +1052,18 @@ engine_child(int slot, int ctl, int afd)
 	metrics_listen_enable(1);
 	if (chan_send(eg.ch, EM_READY, NULL, 0) == -1)
 		_exit(ENGINE_EXIT_CHANNEL);
-	(void)event_base_dispatch(env->pe_base);
+	/*
+	 * Back to the caller: the loop this fork happened in (a restart
+	 * from a callback) or the one serve() is about to run is now the
+	 * engine's; serve() calls engine_exit() when it ends.
+	 */
+}
+
+void
+engine_exit(void)
+{
 	/* Drained: the last lines and messages out, then nothing to free. */
-	(void)audit_remote_drain(env->pe_audit, 1000);
+	(void)audit_remote_drain(eg.env->pe_audit, 1000);
 	(void)chan_flush(eg.ch, 1000);
 	_exit(0);
 }

@@ -77,13 +77,18 @@ struct engine_ops {
 /*
  * Start the first engine for env (whose listeners, state and audit are
  * open). 0, or -1 with why. eo_ready later says whether it serves.
+ * Returns 1 in the engine itself, which then runs the loop and calls
+ * engine_exit() after it (as an engine forked later does: it returns
+ * into the loop of the parent's callback that forked it).
  */
-int engine_start(struct proxy_env *env, const struct engine_ops *ops,
-    char *why, size_t whylen);
+int engine_start(struct proxy_env *env, const struct engine_ops *ops, char *why,
+    size_t whylen);
 /* Whether engines run (privilege separation is on). */
 int engine_on(void);
 /* Whether this process is an engine. */
 int engine_is_engine(void);
+/* In an engine whose loop has ended (drained): exit. */
+void engine_exit(void);
 /* A reload is in force: a new engine serves it, the old ones drain. */
 void engine_reload(void);
 /* Drain every engine; eo_stopped runs once the last has exited. */

@@ -90,8 +90,7 @@ edns_route(const struct config *cf, const char *host, uint16_t port)
 		if (hit.hh_vals[i] >= cf->cf_nroutes)
 			continue;
 		rt = &cf->cf_routes[hit.hh_vals[i]];
-		if (rt->rt_up.uc_as_requested &&
-		    edns_port_ok(&rt->rt_up, port))
+		if (rt->rt_up.uc_as_requested && edns_port_ok(&rt->rt_up, port))
 			return rt;
 	}
 	return NULL;
@@ -173,8 +172,8 @@ edns_a_cb(enum resolve_status st, const unsigned char (*addrs)[16], size_t n,
 }
 
 static void
-edns_aaaa_cb(enum resolve_status st, const unsigned char (*addrs)[16],
-    size_t n, uint32_t ttl, void *arg)
+edns_aaaa_cb(enum resolve_status st, const unsigned char (*addrs)[16], size_t n,
+    uint32_t ttl, void *arg)
 {
 	struct edns_q *q = arg;
 

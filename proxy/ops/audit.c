@@ -127,9 +127,9 @@ struct audit {
 	 * writes; lines go to it over a_rfd, a_line then holds the fields
 	 * only (ts and event are kept apart).
 	 */
-	int a_rfd;                /* -1: not remote */
-	struct event *a_rev;      /* a_rfd: acks and state in, queue out */
-	struct audit_rq *a_rq;    /* lines the socket did not take yet */
+	int a_rfd;             /* -1: not remote */
+	struct event *a_rev;   /* a_rfd: acks and state in, queue out */
+	struct audit_rq *a_rq; /* lines the socket did not take yet */
 	struct audit_rq **a_rq_tail;
 	size_t a_rq_bytes;
 	uint64_t a_rsent, a_racked; /* "sync" lines sent, acked durable */
@@ -1893,8 +1893,7 @@ audit_remote_cb(evutil_socket_t fd, short what, void *arg)
 
 /* Queue a copy of msg behind what the socket did not take. */
 static int
-audit_remote_queue(struct audit *a, const struct iovec *iov, int n,
-    size_t len)
+audit_remote_queue(struct audit *a, const struct iovec *iov, int n, size_t len)
 {
 	struct audit_rq *q;
 	size_t off = 0;
@@ -2105,10 +2104,20 @@ audit_fields_ok(const unsigned char *p, size_t n)
 	if (n < 2 || p[0] != ',' || p[1] != '"' ||
 	    n > AUDIT_LINE_MAX - AUDIT_TAIL_ROOM - 512)
 		return 0;
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n;) {
+		size_t l;
+
 		if (p[i] < 0x20 || p[i] == 0x7f)
 			return 0;
-	return utf8_len(p, n) == n;
+		if (p[i] < 0x80) {
+			i++;
+			continue;
+		}
+		if ((l = utf8_len(p + i, n - i)) == 0)
+			return 0;
+		i += l;
+	}
+	return 1;
 }
 
 int

@@ -238,7 +238,8 @@ void metrics_budget(const struct budget *);
  * Serve GET /metrics on listen ("host:port", or "unix:/path" created with
  * mode 0600). Returns 0, or -1 with why set.
  */
-/* Accept scrapes, or not (a privsep parent keeps the socket for its engines). */
+/* Accept scrapes, or not (a privsep parent keeps the socket for its engines).
+ */
 void metrics_listen_enable(int on);
 int metrics_listen(struct event_base *, const char *listen, gid_t group,
     char *why, size_t whylen);
