@@ -212,7 +212,7 @@ engine_kill(struct engine *e, const char *why)
 
 static void
 engine_answer_cb(int slot, uint64_t id, const struct sockaddr_storage *addrs,
-    size_t n, uint32_t ttl)
+    size_t n, uint32_t ttl, enum reason why)
 {
 	struct pm_resolved m;
 	struct engine *e;
@@ -226,7 +226,9 @@ engine_answer_cb(int slot, uint64_t id, const struct sockaddr_storage *addrs,
 	m.pr_id = id;
 	m.pr_n = (uint32_t)(n > ENGINE_MAX_ADDRS ? ENGINE_MAX_ADDRS : n);
 	m.pr_ttl = ttl;
-	memcpy(m.pr_addrs, addrs, m.pr_n * sizeof(addrs[0]));
+	m.pr_reason = (uint32_t)why;
+	if (m.pr_n > 0)
+		memcpy(m.pr_addrs, addrs, m.pr_n * sizeof(addrs[0]));
 	if (chan_send(e->e_ch, PM_RESOLVED, &m, sizeof(m)) == -1)
 		log_warnx("engine %ld: control queue full", (long)e->e_pid);
 }
@@ -262,7 +264,8 @@ engine_resolve_msg(struct engine *e, const unsigned char *p, size_t len)
 		return;
 	}
 	if (edns_ask(slot, eg.env->pe_cf, m.er_host, m.er_port, m.er_id) == -1)
-		engine_answer_cb(slot, m.er_id, NULL, 0, 0);
+		engine_answer_cb(slot, m.er_id, NULL, 0, 0,
+		    REASON_DESTINATION_DENIED);
 }
 
 static void
@@ -300,11 +303,14 @@ engine_parent_end_cb(struct chan *ch, const char *why, void *arg)
 {
 	struct engine *e = arg;
 
+	/*
+	 * EOF: it exited (SIGCHLD follows); anything else: it is broken,
+	 * and killed before its channel closes (it would exit on the EOF).
+	 */
+	if (strstr(why, "EOF") == NULL)
+		engine_kill(e, why);
 	chan_free(ch);
 	e->e_ch = NULL;
-	/* EOF: it exited (SIGCHLD follows); anything else: it is broken. */
-	if (strstr(why, "closed") == NULL && strstr(why, "EOF") == NULL)
-		engine_kill(e, why);
 }
 
 /* Chain and write what the engine sent; kill it when it is not a line. */
@@ -752,14 +758,16 @@ engine_resolved_msg(const unsigned char *p)
 	uint32_t i;
 
 	memcpy(&m, p, sizeof(m));
-	if (m.pr_n > ENGINE_MAX_ADDRS)
-		fatalx("engine: a name answer with %u addresses", m.pr_n);
+	if (m.pr_n > ENGINE_MAX_ADDRS || m.pr_reason >= REASON__COUNT)
+		fatalx("engine: a name answer with %u addresses, reason %u",
+		    m.pr_n, m.pr_reason);
 	for (i = 0; i < m.pr_n; i++)
 		if (m.pr_addrs[i].ss_family != AF_INET &&
 		    m.pr_addrs[i].ss_family != AF_INET6)
 			fatalx("engine: a name answer with family %u",
 			    (unsigned)m.pr_addrs[i].ss_family);
-	upstream_remote_answer(m.pr_id, m.pr_addrs, m.pr_n, m.pr_ttl);
+	upstream_remote_answer(m.pr_id, m.pr_addrs, m.pr_n, m.pr_ttl,
+	    (enum reason)m.pr_reason);
 }
 
 /* PM_REVFILE: the jtis, sorted, each ended by '\n'. */

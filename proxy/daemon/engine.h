@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "proxy/config/config.h"
+#include "proxy/http/reason.h"
 #include "proxy/relay/relay.h"
 #include "proxy/token/token.h"
 
@@ -51,6 +52,8 @@ struct pm_resolved {
 	uint64_t pr_id;
 	uint32_t pr_n;
 	uint32_t pr_ttl;
+	uint32_t pr_reason; /* pr_n 0: why (enum reason) */
+	uint32_t pr_pad;
 	struct sockaddr_storage pr_addrs[ENGINE_MAX_ADDRS];
 };
 
@@ -104,7 +107,8 @@ uint64_t engine_restarts(void);
 
 /* engine_dns.c. The answer for (slot, id): n allowed addresses. */
 typedef void edns_answer_cb(int slot, uint64_t id,
-    const struct sockaddr_storage *addrs, size_t n, uint32_t ttl);
+    const struct sockaddr_storage *addrs, size_t n, uint32_t ttl,
+    enum reason why);
 void edns_on_answer(edns_answer_cb *);
 /*
  * Resolve host:port for engine slot, if a route of cf dials it; -1 when

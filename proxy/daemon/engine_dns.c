@@ -96,6 +96,17 @@ edns_route(const struct config *cf, const char *host, uint16_t port)
 	return NULL;
 }
 
+/* As edns_route; in report mode what no route dials is dialled too. */
+static const struct route *
+edns_route_or_report(const struct config *cf, const char *host, uint16_t port)
+{
+	const struct route *rt = edns_route(cf, host, port);
+
+	if (rt == NULL && cf->cf_report)
+		rt = cf->cf_report_rt;
+	return rt;
+}
+
 static void
 edns_free(struct edns_q *q)
 {
@@ -112,18 +123,23 @@ static void
 edns_done(struct edns_q *q)
 {
 	struct sockaddr_storage ok[ENGINE_MAX_ADDRS];
+	enum reason why = REASON_UPSTREAM_UNREACHABLE, r;
 	size_t i, n = 0;
 
-	for (i = 0; i < q->q_n; i++)
-		if (policy_check_addr(q->q_cf, q->q_rt,
-			(const struct sockaddr *)&q->q_addrs[i]) == REASON_OK)
+	for (i = 0; i < q->q_n; i++) {
+		r = policy_check_addr(q->q_cf, q->q_rt,
+		    (const struct sockaddr *)&q->q_addrs[i]);
+		if (r == REASON_OK)
 			ok[n++] = q->q_addrs[i];
+		else
+			why = r;
+	}
 	/* The kernel set first: the engine connects as soon as it hears. */
 	if (n > 0)
 		netguard_upstream_addrs(q->q_rt, q->q_host, q->q_port, ok, n,
 		    q->q_ttl);
 	if (edns_cb != NULL)
-		edns_cb(q->q_slot, q->q_id, ok, n, q->q_ttl);
+		edns_cb(q->q_slot, q->q_id, ok, n, q->q_ttl, why);
 	edns_free(q);
 }
 
@@ -191,7 +207,7 @@ edns_ask(int slot, struct config *cf, const char *host, uint16_t port,
 	int n;
 
 	if ((n = hostmatch_normalize(host, strlen(host), 0, norm, NULL)) < 0 ||
-	    (rt = edns_route(cf, norm, port)) == NULL) {
+	    (rt = edns_route_or_report(cf, norm, port)) == NULL) {
 		log_warnx("engine %d asked for %s port %u, which no route "
 			  "dials: refused",
 		    slot, n < 0 ? "a bad name" : norm, (unsigned)port);

@@ -89,13 +89,13 @@ void upstream_on_resolved(upstream_resolved_cb *);
  * asked of the parent, cb(host, port, id) returning 0 once asked (-1: the
  * resolution fails at once); the answer, the allowed addresses the kernel
  * set now holds (their ports are set here), comes back through
- * upstream_remote_answer(id, ...). An answer for an upstream freed since
- * is dropped.
+ * upstream_remote_answer(id, ...), with the reason none is allowed when
+ * n is 0. An answer for an upstream freed since is dropped.
  */
 typedef int upstream_remote_cb(const char *host, uint16_t port, uint64_t id);
 void upstream_on_remote(upstream_remote_cb *);
 void upstream_remote_answer(uint64_t id, const struct sockaddr_storage *addrs,
-    size_t n, uint32_t ttl);
+    size_t n, uint32_t ttl, enum reason empty);
 /*
  * The runtime state of every route of cf (which it references until the
  * last upstreams_unref()). NULL when out of memory.

@@ -101,6 +101,8 @@ struct upstream {
 	struct resolve_req *up_req4; /* A query in flight */
 	struct resolve_req *up_req6; /* AAAA query in flight */
 	uint64_t up_remote;          /* the parent's answer awaited (privsep) */
+	enum reason up_empty_reason; /* its reason when it held nothing */
+	int up_has_empty;            /* up_empty_reason is set */
 	TAILQ_ENTRY(upstream) up_rentry;
 	struct sockaddr_storage up_tmp[UPSTREAM_MAX_ADDRS];
 	size_t up_ntmp;
@@ -294,6 +296,11 @@ upstream_resolved(struct upstream *up)
 	time_t now = time(NULL);
 	uint32_t ttl = up->up_ttl;
 
+	/* The parent kept only allowed addresses: it says why none were. */
+	if (up->up_ntmp == 0 && up->up_has_empty)
+		r = up->up_empty_reason;
+	up->up_has_empty = 0;
+
 	up->up_naddrs = 0;
 	for (i = 0; i < up->up_ntmp; i++) {
 		enum reason ar = policy_check_addr(up->up_cf, rt,
@@ -446,7 +453,7 @@ upstream_on_remote(upstream_remote_cb *cb)
 
 void
 upstream_remote_answer(uint64_t id, const struct sockaddr_storage *addrs,
-    size_t n, uint32_t ttl)
+    size_t n, uint32_t ttl, enum reason empty)
 {
 	struct upstream *up;
 	size_t i;
@@ -474,6 +481,8 @@ upstream_remote_answer(uint64_t id, const struct sockaddr_storage *addrs,
 		up->up_ntmp++;
 	}
 	up->up_ttl = ttl;
+	up->up_empty_reason = empty;
+	up->up_has_empty = 1;
 	upstream_resolved(up);
 }
 

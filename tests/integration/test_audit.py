@@ -187,8 +187,13 @@ class TestAudit(st.ProxyTestCase):
         step(lambda: self.fwd(fp, [pbearer + once]), 429)
 
         s.reload()  # the same file: policy.reload
-        n += 1
-        self.wait_lines(log, n)
+        # ... and engine.exit: the old engine, drained once the new one
+        # serves the reloaded policy.
+        n += 2
+        ev = self.wait_lines(log, n)
+        self.assertEqual([e["event"] for e in ev[-2:]],
+                         ["policy.reload", "engine.exit"])
+        self.assertTrue(ev[-1]["drained"])
         with open(s.policy_path, "rb") as f:
             good = f.read()
         bad = b'{"listeners": [], "bogus": 1}\n'
@@ -200,7 +205,7 @@ class TestAudit(st.ProxyTestCase):
         with open(s.policy_path, "wb") as f:
             f.write(good)
         s.reload()
-        n += 1
+        n += 2  # policy.reload, engine.exit (the old engine, drained)
         self.wait_lines(log, n)
         ans = tah.admin(doc["admin"]["socket"], "revoke " + rev_jti)
         self.assertTrue(ans.startswith("ok"), ans)
@@ -209,8 +214,15 @@ class TestAudit(st.ProxyTestCase):
         step(lambda: self.rev(rp, [bearer + revoked]), 401)
         pid = s.pid
         tah.stop_clean(self, s)
-        n += 1
+        n += 2  # engine.exit, daemon.stop
         ev = self.wait_lines(log, n)
+        # The engines' exits: after each reload and at the stop, drained.
+        exits = [e for e in ev if e["event"] == "engine.exit"]
+        self.assertEqual(len(exits), 3, exits)
+        for e in exits:
+            self.assertFields(e, {"drained": True, "status": 0})
+        self.assertEqual(ev[-2]["event"], "engine.exit")
+        ev = [e for e in ev if e["event"] != "engine.exit"]
 
         # Exactly these events, in this order.
         names = [e["event"] for e in ev]

@@ -121,9 +121,20 @@ class TestDeployCaps(st.ProxyTestCase):
             with open("/proc/%d/status" % s.pid) as f:
                 status = dict(line.split(":\t", 1) for line in f
                               if ":\t" in line)
-            # After the drop: the user, CAP_NET_ADMIN (bit 12) only.
+            # After the drop: the user, CAP_NET_ADMIN (bit 12) and
+            # CAP_SETPCAP (bit 8, to empty the engine's bounding set).
             self.assertEqual(status["Uid"].split()[0], str(nobody.pw_uid))
-            self.assertEqual(int(status["CapEff"], 16), 1 << 12)
+            self.assertEqual(int(status["CapEff"], 16), (1 << 12) | (1 << 8))
+            # The engine, its child, proxies with nothing at all.
+            with open("/proc/%d/task/%d/children" % (s.pid, s.pid)) as f:
+                kids = [int(p) for p in f.read().split()]
+            self.assertEqual(len(kids), 1, kids)
+            with open("/proc/%d/status" % kids[0]) as f:
+                est = dict(line.split(":\t", 1) for line in f
+                           if ":\t" in line)
+            self.assertEqual(est["Uid"].split()[0], str(nobody.pw_uid))
+            for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+                self.assertEqual(int(est[k], 16), 0, k)
             st_ = os.stat(doc["state_dir"])
             self.assertEqual((st_.st_uid, st_.st_mode & 0o777),
                              (nobody.pw_uid, 0o700))
