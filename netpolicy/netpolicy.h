@@ -434,6 +434,9 @@ int np_nflog_read(struct np_nflog *nf, np_drop_cb cb, void *arg, uint64_t *lost,
 int np_nflog_parse(const void *buf, size_t len, np_drop_cb cb, void *arg);
 /* Unbind and close; NULL is a no-op. */
 void np_nflog_close(struct np_nflog *nf);
+/* Close a copy of the socket (in a forked process) without unbinding the
+ * group, which the process it was copied from still reads. NULL: no-op. */
+void np_nflog_forget(struct np_nflog *nf);
 /*
  * Parse a packet starting at its IP header into d (family, protocol,
  * addresses, ports). Pure. Returns 0, or -1 when the bytes are not a

@@ -182,6 +182,17 @@ np_nflog_close(struct np_nflog *nf)
 	free(nf);
 }
 
+void
+np_nflog_forget(struct np_nflog *nf)
+{
+	if (nf == NULL)
+		return;
+	/* A copy made by fork: the socket is shared, so no unbind. */
+	mnl_socket_close(nf->nf_nl);
+	free(nf->nf_buf);
+	free(nf);
+}
+
 static void
 parse_ports(const uint8_t *l4, size_t len, struct np_drop *d)
 {

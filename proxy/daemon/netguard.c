@@ -1067,7 +1067,8 @@ netguard_forget(void)
 {
 	if (ng.nflog_ev != NULL)
 		event_free(ng.nflog_ev);
-	np_nflog_close(ng.nflog);
+	/* Not np_nflog_close(): its unbind would stop the parent's too. */
+	np_nflog_forget(ng.nflog);
 	if (ng.agg_ev != NULL)
 		event_free(ng.agg_ev);
 	if (ng.verify_ev != NULL)

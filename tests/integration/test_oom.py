@@ -59,6 +59,9 @@ class TestOutOfMemory(st.ProxyTestCase):
                        routes)
         path = h.write_policy("main", doc)
         cls.arm = os.path.join(h.tmp, "failalloc.arm")
+        # The shim maps this byte: '1' arms it (never truncate the file).
+        with open(cls.arm, "wb") as f:
+            f.write(b"0")
         env = dict(os.environ, LD_PRELOAD=SHIM, FAILALLOC_ARM=cls.arm,
                    FAILALLOC_EVERY="40")
         cls.sl = st.Sluice(h.sbx, path, "sluice-main", h.tmp, env=env)
@@ -103,6 +106,10 @@ class TestOutOfMemory(st.ProxyTestCase):
         # that frame differently.
         return r.status if r.complete else None
 
+    def set_arm(self, flag):
+        with open(self.arm, "r+b") as f:
+            f.write(flag)
+
     def test_traffic_through_allocation_failures(self):
         body = b'{"prompt": "' + b"x" * 20000 + b'"}'
         kinds = [
@@ -114,7 +121,7 @@ class TestOutOfMemory(st.ProxyTestCase):
             lambda: self.exchange(b"", tunnel=True),
             lambda: self.exchange(self.fwd("DELETE", "/v1/x", tok=self.tok)),
         ]
-        open(self.arm, "w").close()
+        self.set_arm(b"1")
         seen = {}
         try:
             deadline = time.monotonic() + 20
@@ -126,7 +133,7 @@ class TestOutOfMemory(st.ProxyTestCase):
                 self.assertTrue(self.sl.alive(),
                                 "sluice died: %s" % self.sl.stderr()[-2000:])
         finally:
-            os.unlink(self.arm)
+            self.set_arm(b"0")
         # The failures really happened (else this test proves nothing).
         self.assertTrue(seen.get(None, 0) + seen.get(500, 0) +
                         seen.get(503, 0) + seen.get(502, 0) > 0, seen)

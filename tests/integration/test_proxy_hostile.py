@@ -803,8 +803,16 @@ class TestCrash(st.ProxyTestCase):
             lines.append(b"Content-Length: %d" % len(body))
         return b"\r\n".join(lines) + b"\r\n\r\n" + (body or b"")
 
+    def proxy_pid(self):
+        """The process that proxies: the engine (the parent's child), or
+        sluice itself with --single-process."""
+        with open("/proc/%d/task/%d/children" % (self.sl.pid,
+                                                self.sl.pid)) as f:
+            kids = [int(p) for p in f.read().split()]
+        return kids[0] if kids else self.sl.pid
+
     def nfd(self):
-        return len(os.listdir("/proc/%d/fd" % self.sl.pid))
+        return len(os.listdir("/proc/%d/fd" % self.proxy_pid()))
 
     def good_ok(self, tok):
         """A request on a fresh connection gets 200 (retried while the
@@ -869,16 +877,19 @@ class TestCrash(st.ProxyTestCase):
             self.assertEqual(self.nfd(), self.NOFILE)
             # 3. The allowed request and the reset, delivered while sluice
             #    is stopped: both are seen at once.
-            os.kill(self.sl.pid, signal.SIGSTOP)
+            engine = self.proxy_pid()
+            os.kill(engine, signal.SIGSTOP)
             try:
                 a.send(self.req("lit", tl))
                 rst_close(a)
                 time.sleep(0.2)
             finally:
-                os.kill(self.sl.pid, signal.SIGCONT)
+                os.kill(engine, signal.SIGCONT)
             time.sleep(1.0)
             self.assertTrue(self.sl.alive(), "sluice died: %s" %
                             self.sl.stderr()[-1000:])
+            self.assertEqual(self.proxy_pid(), engine,
+                             "the engine died: %s" % self.sl.stderr()[-1000:])
         finally:
             a.close()
             for f in fillers:

@@ -1,16 +1,23 @@
 /*
  * libfailalloc: an LD_PRELOAD fault injector for the integration tests.
- * Once the file named by FAILALLOC_ARM exists, about one allocation in
- * FAILALLOC_EVERY (malloc, calloc, realloc) returns NULL with ENOMEM, from
- * a fixed pseudo-random sequence, so that a test can drive a daemon
- * through its out-of-memory paths under real traffic. The file is looked
- * for every 256 allocations; removing it ends the failures.
+ * While the file named by FAILALLOC_ARM starts with '1', about one
+ * allocation in FAILALLOC_EVERY (malloc, calloc, realloc) returns NULL
+ * with ENOMEM, from a fixed pseudo-random sequence, so that a test can
+ * drive a daemon through its out-of-memory paths under real traffic. The
+ * file is made (one byte, '0') and mapped shared at the first allocation:
+ * the flag is then read from memory, with no syscall, so a process that
+ * was forked and confined (sluice's engine: no file may be opened) reads
+ * it too. Write '1' or '0' over its first byte; never truncate it.
  *
- * Single-threaded use only (sluice is); built as a shared library by
+ * Meant for single-threaded use (sluice's engine is); built as a shared library by
  * tests/CMakeLists.txt and never with the sanitizers, whose allocator
  * would be replaced under them.
  */
+#include <sys/mman.h>
+#include <sys/stat.h>
+
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,6 +28,7 @@ void *__libc_calloc(size_t, size_t);
 void *__libc_realloc(void *, size_t);
 
 static const char *arm_path;
+static const volatile char *arm_map;
 static uint32_t every;
 static uint32_t calls;
 static uint32_t rng = 2463534242u;
@@ -32,10 +40,26 @@ fa_init(void)
 {
 	const char *e;
 
+	struct stat st;
+	void *m;
+	int fd;
+
 	inited = 1;
 	arm_path = getenv("FAILALLOC_ARM");
 	e = getenv("FAILALLOC_EVERY");
 	every = e != NULL ? (uint32_t)strtoul(e, NULL, 10) : 0;
+	if (arm_path == NULL ||
+	    (fd = open(arm_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) == -1)
+		return;
+	if (fstat(fd, &st) == 0 && st.st_size == 0 &&
+	    write(fd, "0", 1) != 1) {
+		close(fd);
+		return;
+	}
+	m = mmap(NULL, 1, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m != MAP_FAILED)
+		arm_map = m;
 }
 
 static int
@@ -43,10 +67,10 @@ fa_fail(void)
 {
 	if (!inited)
 		fa_init();
-	if (arm_path == NULL || every == 0)
+	if (arm_map == NULL || every == 0)
 		return 0;
 	if ((calls++ & 255) == 0)
-		armed = access(arm_path, F_OK) == 0;
+		armed = arm_map[0] == '1';
 	if (!armed)
 		return 0;
 	rng ^= rng << 13;
