@@ -118,6 +118,14 @@ static const struct chan_kind engine_child_kinds[] = {
 };
 
 static int engine_spawn(int slot, char *why, size_t whylen);
+
+static void
+engine_arm(struct event *ev, uint64_t ms)
+{
+	struct timeval tv = sl_ms_tv(ms);
+
+	(void)event_add(ev, &tv);
+}
 static void engine_child(int slot, int ctl, int afd);
 
 int
@@ -376,8 +384,7 @@ engine_restart_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	if ((slot = engine_free_slot()) == -1) {
 		log_warnx("engine: no free slot; retrying");
-		(void)event_add(eg.restart_ev,
-		    &(struct timeval){ 0, ENGINE_BACKOFF_MIN * 1000 });
+		engine_arm(eg.restart_ev, ENGINE_BACKOFF_MIN);
 		return;
 	}
 	eg.restarts++;
@@ -387,8 +394,7 @@ engine_restart_cb(evutil_socket_t fd, short what, void *arg)
 		return; /* the new engine, in its loop */
 	if (rc == -1) {
 		log_warnx("engine: %s; retrying", why);
-		(void)event_add(eg.restart_ev,
-		    &(struct timeval){ 0, ENGINE_BACKOFF_MAX * 1000 });
+		engine_arm(eg.restart_ev, ENGINE_BACKOFF_MAX);
 	}
 }
 
@@ -424,8 +430,7 @@ engine_schedule_restart(const struct timespec *born)
 	    (delay * 2 > ENGINE_BACKOFF_MAX ? ENGINE_BACKOFF_MAX : delay * 2);
 	if (delay > 0)
 		log_warnx("engine: restarting in %u ms", delay);
-	(void)event_add(eg.restart_ev,
-	    &(struct timeval){ delay / 1000, (delay % 1000) * 1000 });
+	engine_arm(eg.restart_ev, delay);
 }
 
 /* An engine is gone: what it wrote, its slot, and what comes next. */
@@ -636,16 +641,14 @@ engine_reload(void)
 				engine_kill(&eg.e[i], "drains too long");
 		log_warnx("engine: reload: no free slot until the oldest "
 			  "engines are gone");
-		(void)event_add(eg.restart_ev,
-		    &(struct timeval){ 0, ENGINE_BACKOFF_MIN * 1000 });
+		engine_arm(eg.restart_ev, ENGINE_BACKOFF_MIN);
 		return;
 	}
 	metrics_engine_slot_clear(slot);
 	if ((rc = engine_spawn(slot, why, sizeof(why))) == -1) {
 		/* The engines serving the old policy go on. */
 		log_warnx("engine: reload: %s", why);
-		(void)event_add(eg.restart_ev,
-		    &(struct timeval){ 0, ENGINE_BACKOFF_MIN * 1000 });
+		engine_arm(eg.restart_ev, ENGINE_BACKOFF_MIN);
 	}
 }
 

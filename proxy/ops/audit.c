@@ -166,7 +166,8 @@ static void audit_notify(struct audit *, int);
 static void audit_drain(struct audit *, int hold);
 static void audit_release(struct audit *);
 static void audit_remote_begin(struct audit *, const char *event);
-static void audit_begin_ts(struct audit *, const char *event, const char *ts);
+static void
+audit_begin_ts(struct audit *, const char *event, const char *given);
 static int audit_remote_commit(struct audit *);
 static int audit_remote_wait(struct audit *);
 
