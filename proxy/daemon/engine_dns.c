@@ -152,26 +152,9 @@ edns_answer(struct edns_q *q, int v6, enum resolve_status st,
 	if (st == RESOLVE_OK && count > 0) {
 		if (q->q_ttl == 0 || ttl < q->q_ttl)
 			q->q_ttl = ttl;
-		for (i = 0; i < count && q->q_n < ENGINE_MAX_ADDRS; i++) {
-			struct sockaddr_storage *ss = &q->q_addrs[q->q_n++];
-
-			memset(ss, 0, sizeof(*ss));
-			if (!v6) {
-				struct sockaddr_in *sin =
-				    (struct sockaddr_in *)ss;
-
-				sin->sin_family = AF_INET;
-				sin->sin_port = htons(q->q_port);
-				memcpy(&sin->sin_addr, addrs[i], 4);
-			} else {
-				struct sockaddr_in6 *sin6 =
-				    (struct sockaddr_in6 *)ss;
-
-				sin6->sin6_family = AF_INET6;
-				sin6->sin6_port = htons(q->q_port);
-				memcpy(&sin6->sin6_addr, addrs[i], 16);
-			}
-		}
+		for (i = 0; i < count && q->q_n < ENGINE_MAX_ADDRS; i++)
+			addr_make(&q->q_addrs[q->q_n++], v6, addrs[i],
+			    q->q_port);
 	}
 	if (--q->q_pending == 0)
 		edns_done(q);

@@ -1062,13 +1062,10 @@ netguard_sandboxes(const struct sandbox_conf *add,
  * In a forked engine: let the netlink and NFLOG sockets and the timers
  * go, the rules untouched (they are the parent's).
  */
-void
-netguard_forget(void)
+/* The timers (but NFLOG's), and what is left after them. */
+static void
+ng_free_timers(void)
 {
-	if (ng.nflog_ev != NULL)
-		event_free(ng.nflog_ev);
-	/* Not np_nflog_close(): its unbind would stop the parent's too. */
-	np_nflog_forget(ng.nflog);
 	if (ng.agg_ev != NULL)
 		event_free(ng.agg_ev);
 	if (ng.verify_ev != NULL)
@@ -1077,6 +1074,16 @@ netguard_forget(void)
 		event_free(ng.counter_ev);
 	if (ng.apply_ev != NULL)
 		event_free(ng.apply_ev);
+}
+
+void
+netguard_forget(void)
+{
+	if (ng.nflog_ev != NULL)
+		event_free(ng.nflog_ev);
+	/* Not np_nflog_close(): its unbind would stop the parent's too. */
+	np_nflog_forget(ng.nflog);
+	ng_free_timers();
 	np_ruleset_free(ng.want);
 	np_nl_keep(0);
 	memset(&ng, 0, sizeof(ng));
@@ -1090,16 +1097,9 @@ netguard_stop(const struct config *cf)
 	if (ng.nflog_ev != NULL)
 		event_free(ng.nflog_ev);
 	np_nflog_close(ng.nflog);
-	if (ng.agg_ev != NULL) {
+	if (ng.agg_ev != NULL)
 		ng_agg_flush();
-		event_free(ng.agg_ev);
-	}
-	if (ng.verify_ev != NULL)
-		event_free(ng.verify_ev);
-	if (ng.counter_ev != NULL)
-		event_free(ng.counter_ev);
-	if (ng.apply_ev != NULL)
-		event_free(ng.apply_ev);
+	ng_free_timers();
 	/* Fail-closed: the rules outlive sluice unless told otherwise. */
 	if (ng.enabled && cf != NULL && cf->cf_np.np_flush_on_exit) {
 		if (np_flush(ng.table, why, sizeof(why)) == -1)

@@ -408,20 +408,13 @@ admin_forget(void)
 void
 admin_close(void)
 {
-	struct admin_client *cl;
+	char *path = admin.ad_lev != NULL && admin.ad_path != NULL ?
+	    strdup(admin.ad_path) :
+	    NULL;
 
-	/* Drain loop: glibc has no TAILQ_FOREACH_SAFE. */
-	while ((cl = TAILQ_FIRST(&admin.ad_clients)) != NULL)
-		admin_client_free(cl);
-	if (admin.ad_pause != NULL)
-		event_free(admin.ad_pause);
-	admin.ad_pause = NULL;
-	if (admin.ad_lev != NULL) {
-		evconnlistener_free(admin.ad_lev);
-		/* May fail once privileges are dropped; the next run cleans. */
-		(void)unlink(admin.ad_path);
-	}
-	admin.ad_lev = NULL;
-	free(admin.ad_path);
-	admin.ad_path = NULL;
+	admin_forget();
+	/* May fail once privileges are dropped; the next run cleans. */
+	if (path != NULL)
+		(void)unlink(path);
+	free(path);
 }

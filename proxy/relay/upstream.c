@@ -350,28 +350,9 @@ upstream_dns_answer(struct upstream *up, int v6, enum resolve_status st,
 	if (st == RESOLVE_OK && count > 0) {
 		if (up->up_ttl == 0 || ttl < up->up_ttl)
 			up->up_ttl = ttl;
-		for (i = 0; i < count && up->up_ntmp < UPSTREAM_MAX_ADDRS;
-		     i++) {
-			struct sockaddr_storage *ss = &up->up_tmp[up->up_ntmp];
-
-			memset(ss, 0, sizeof(*ss));
-			if (!v6) {
-				struct sockaddr_in *sin =
-				    (struct sockaddr_in *)ss;
-
-				sin->sin_family = AF_INET;
-				sin->sin_port = htons(up->up_port);
-				memcpy(&sin->sin_addr, addrs[i], 4);
-			} else {
-				struct sockaddr_in6 *sin6 =
-				    (struct sockaddr_in6 *)ss;
-
-				sin6->sin6_family = AF_INET6;
-				sin6->sin6_port = htons(up->up_port);
-				memcpy(&sin6->sin6_addr, addrs[i], 16);
-			}
-			up->up_ntmp++;
-		}
+		for (i = 0; i < count && up->up_ntmp < UPSTREAM_MAX_ADDRS; i++)
+			addr_make(&up->up_tmp[up->up_ntmp++], v6, addrs[i],
+			    up->up_port);
 	}
 	if (--up->up_pending == 0)
 		upstream_resolved(up);

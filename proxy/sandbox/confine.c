@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "proxy/util/util.h"
+#include "proxy/sandbox/confine_int.h"
 #include "proxy/sandbox/sandbox.h"
 
 /* Rights newer than Debian 12's headers (linux/landlock.h of 6.1). */
@@ -143,8 +144,8 @@ static const uint64_t ip_families[] = { AF_INET, AF_INET6 };
 
 /* An argument comparison (the SCMP_A* macros leave datum_b to C's
  * implicit zero, which clang's -Wmissing-field-initializers refuses). */
-static struct scmp_arg_cmp
-cmp(unsigned arg, enum scmp_compare op, uint64_t a, uint64_t b)
+struct scmp_arg_cmp
+sandbox_scmp_cmp(unsigned arg, enum scmp_compare op, uint64_t a, uint64_t b)
 {
 	struct scmp_arg_cmp c;
 
@@ -173,7 +174,8 @@ deny_range(scmp_filter_ctx ctx, int sys, uint64_t lo, uint64_t hi)
 		while ((lo & (size * 2 - 1)) == 0 && lo + size * 2 - 1 <= hi)
 			size *= 2;
 		if ((r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), sys, 1,
-			 cmp(0, SCMP_CMP_MASKED_EQ, ~(size - 1), lo))) < 0)
+			 sandbox_scmp_cmp(0, SCMP_CMP_MASKED_EQ, ~(size - 1),
+			     lo))) < 0)
 			return r;
 		lo += size;
 	}
@@ -204,7 +206,7 @@ seccomp_rules(scmp_filter_ctx ctx, unsigned flags, const char **what)
 	*what = "clone";
 	for (i = 0; i < SL_NELEM(clone_new); i++)
 		if ((r = seccomp_rule_add(ctx, eperm, SCMP_SYS(clone), 1,
-			 cmp(0, SCMP_CMP_MASKED_EQ, clone_new[i],
+			 sandbox_scmp_cmp(0, SCMP_CMP_MASKED_EQ, clone_new[i],
 			     clone_new[i]))) < 0)
 			return r;
 
@@ -226,29 +228,31 @@ seccomp_rules(scmp_filter_ctx ctx, unsigned flags, const char **what)
 		return r;
 	if (flags & SANDBOX_SECCOMP_NETLINK_ROUTE)
 		r = seccomp_rule_add(ctx, eperm, SCMP_SYS(socket), 2,
-		    cmp(0, SCMP_CMP_EQ, AF_NETLINK, 0),
-		    cmp(2, SCMP_CMP_NE, NETLINK_ROUTE, 0));
+		    sandbox_scmp_cmp(0, SCMP_CMP_EQ, AF_NETLINK, 0),
+		    sandbox_scmp_cmp(2, SCMP_CMP_NE, NETLINK_ROUTE, 0));
 	else
 		r = seccomp_rule_add(ctx, eperm, SCMP_SYS(socket), 1,
-		    cmp(0, SCMP_CMP_EQ, AF_NETLINK, 0));
+		    sandbox_scmp_cmp(0, SCMP_CMP_EQ, AF_NETLINK, 0));
 	if (r < 0)
 		return r;
 	if ((r = seccomp_rule_add(ctx, eperm, SCMP_SYS(socket), 1,
-		 cmp(0, SCMP_CMP_GE, SECCOMP_FAMILIES, 0))) < 0)
+		 sandbox_scmp_cmp(0, SCMP_CMP_GE, SECCOMP_FAMILIES, 0))) < 0)
 		return r;
 	/* Raw and packet sockets of the IP families (type & 0xf; netlink
 	 * sockets are SOCK_RAW by nature, unix ones take it as datagram). */
 	for (i = 0; i < SL_NELEM(ip_families); i++)
 		if ((r = seccomp_rule_add(ctx, eperm, SCMP_SYS(socket), 2,
-			 cmp(0, SCMP_CMP_EQ, ip_families[i], 0),
-			 cmp(1, SCMP_CMP_MASKED_EQ, 0xf, SOCK_RAW))) < 0 ||
+			 sandbox_scmp_cmp(0, SCMP_CMP_EQ, ip_families[i], 0),
+			 sandbox_scmp_cmp(1, SCMP_CMP_MASKED_EQ, 0xf,
+			     SOCK_RAW))) < 0 ||
 		    (r = seccomp_rule_add(ctx, eperm, SCMP_SYS(socket), 2,
-			 cmp(0, SCMP_CMP_EQ, ip_families[i], 0),
-			 cmp(1, SCMP_CMP_MASKED_EQ, 0xf, SOCK_PACKET))) < 0)
+			 sandbox_scmp_cmp(0, SCMP_CMP_EQ, ip_families[i], 0),
+			 sandbox_scmp_cmp(1, SCMP_CMP_MASKED_EQ, 0xf,
+			     SOCK_PACKET))) < 0)
 			return r;
 	*what = "socketpair";
 	if ((r = seccomp_rule_add(ctx, eperm, SCMP_SYS(socketpair), 1,
-		 cmp(0, SCMP_CMP_NE, AF_UNIX, 0))) < 0)
+		 sandbox_scmp_cmp(0, SCMP_CMP_NE, AF_UNIX, 0))) < 0)
 		return r;
 
 	/*
@@ -258,14 +262,16 @@ seccomp_rules(scmp_filter_ctx ctx, unsigned flags, const char **what)
 	 */
 	*what = "personality";
 	if ((r = seccomp_rule_add(ctx, eperm, SCMP_SYS(personality), 1,
-		 cmp(0, SCMP_CMP_GT, PER_QUERY, 0))) < 0)
+		 sandbox_scmp_cmp(0, SCMP_CMP_GT, PER_QUERY, 0))) < 0)
 		return r;
 	for (b = 0; b < 31; b++) {
 		m = 0xffffffff80000000ULL | (1ULL << b);
 		if ((r = seccomp_rule_add(ctx, eperm, SCMP_SYS(personality), 1,
-			 cmp(0, SCMP_CMP_MASKED_EQ, m, 1ULL << b))) < 0 ||
+			 sandbox_scmp_cmp(0, SCMP_CMP_MASKED_EQ, m,
+			     1ULL << b))) < 0 ||
 		    (r = seccomp_rule_add(ctx, eperm, SCMP_SYS(personality), 1,
-			 cmp(0, SCMP_CMP_MASKED_EQ, m, 0x80000000ULL))) < 0)
+			 sandbox_scmp_cmp(0, SCMP_CMP_MASKED_EQ, m,
+			     0x80000000ULL))) < 0)
 			return r;
 	}
 	return 0;

@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "proxy/util/util.h"
+#include "proxy/sandbox/confine_int.h"
 #include "proxy/sandbox/sandbox.h"
 
 /*
@@ -189,20 +190,6 @@ static const uint64_t engine_protocols[] = { 0, IPPROTO_TCP };
 	((uint64_t)(O_ACCMODE | O_CREAT | O_TRUNC | O_APPEND | O_PATH) |       \
 	    ENGINE_O_TMPFILE_BIT)
 
-/* An argument comparison (the SCMP_A* macros leave datum_b to C's
- * implicit zero, which clang's -Wmissing-field-initializers refuses). */
-static struct scmp_arg_cmp
-ecmp(unsigned arg, enum scmp_compare op, uint64_t a, uint64_t b)
-{
-	struct scmp_arg_cmp c;
-
-	c.arg = arg;
-	c.op = op;
-	c.datum_a = a;
-	c.datum_b = b;
-	return c;
-}
-
 /*
  * socket(2): AF_INET and AF_INET6 (all 64 bits of the argument compared)
  * of type SOCK_STREAM (type & 0xf; SOCK_NONBLOCK and SOCK_CLOEXEC are
@@ -220,10 +207,12 @@ engine_rules_socket(scmp_filter_ctx ctx)
 		for (j = 0; j < SL_NELEM(engine_protocols); j++)
 			if ((r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW,
 				 SCMP_SYS(socket), 3,
-				 ecmp(0, SCMP_CMP_EQ, engine_families[i], 0),
-				 ecmp(1, SCMP_CMP_MASKED_EQ, 0xf, SOCK_STREAM),
-				 ecmp(2, SCMP_CMP_EQ, engine_protocols[j],
-				     0))) < 0)
+				 sandbox_scmp_cmp(0, SCMP_CMP_EQ,
+				     engine_families[i], 0),
+				 sandbox_scmp_cmp(1, SCMP_CMP_MASKED_EQ, 0xf,
+				     SOCK_STREAM),
+				 sandbox_scmp_cmp(2, SCMP_CMP_EQ,
+				     engine_protocols[j], 0))) < 0)
 				return r;
 	return 0;
 }
@@ -242,36 +231,40 @@ engine_rules_args(scmp_filter_ctx ctx, uint64_t pid, const char **what)
 	*what = "ioctl";
 	for (i = 0; i < SL_NELEM(engine_ioctls); i++)
 		if ((r = seccomp_rule_add(ctx, allow, SCMP_SYS(ioctl), 1,
-			 ecmp(1, SCMP_CMP_MASKED_EQ, 0xffffffffULL,
+			 sandbox_scmp_cmp(1, SCMP_CMP_MASKED_EQ, 0xffffffffULL,
 			     engine_ioctls[i]))) < 0)
 			return r;
 	/* openat(2) only to read: Landlock then limits where. */
 	*what = "openat";
 	if ((r = seccomp_rule_add(ctx, allow, SCMP_SYS(openat), 1,
-		 ecmp(2, SCMP_CMP_MASKED_EQ, ENGINE_O_WRITES, O_RDONLY))) < 0)
+		 sandbox_scmp_cmp(2, SCMP_CMP_MASKED_EQ, ENGINE_O_WRITES,
+		     O_RDONLY))) < 0)
 		return r;
 #ifdef ENGINE_SANITIZER
 	/* The sanitizer runtime opens /proc/self/maps with open(2). */
 	*what = "open";
 	if ((r = seccomp_rule_add(ctx, allow, SCMP_SYS(open), 1,
-		 ecmp(1, SCMP_CMP_MASKED_EQ, ENGINE_O_WRITES, O_RDONLY))) < 0)
+		 sandbox_scmp_cmp(1, SCMP_CMP_MASKED_EQ, ENGINE_O_WRITES,
+		     O_RDONLY))) < 0)
 		return r;
 #endif
 	/* Signals only to itself (abort() raises SIGABRT with tgkill). */
 	*what = "kill";
 	if ((r = seccomp_rule_add(ctx, allow, SCMP_SYS(kill), 1,
-		 ecmp(0, SCMP_CMP_EQ, pid, 0))) < 0)
+		 sandbox_scmp_cmp(0, SCMP_CMP_EQ, pid, 0))) < 0)
 		return r;
 	*what = "tgkill";
 	if ((r = seccomp_rule_add(ctx, allow, SCMP_SYS(tgkill), 1,
-		 ecmp(0, SCMP_CMP_EQ, pid, 0))) < 0)
+		 sandbox_scmp_cmp(0, SCMP_CMP_EQ, pid, 0))) < 0)
 		return r;
 	/* prlimit64(2) to read its own limits (getrlimit in glibc). */
 	*what = "prlimit64";
 	if ((r = seccomp_rule_add(ctx, allow, SCMP_SYS(prlimit64), 2,
-		 ecmp(0, SCMP_CMP_EQ, 0, 0), ecmp(2, SCMP_CMP_EQ, 0, 0))) < 0 ||
+		 sandbox_scmp_cmp(0, SCMP_CMP_EQ, 0, 0),
+		 sandbox_scmp_cmp(2, SCMP_CMP_EQ, 0, 0))) < 0 ||
 	    (r = seccomp_rule_add(ctx, allow, SCMP_SYS(prlimit64), 2,
-		 ecmp(0, SCMP_CMP_EQ, pid, 0), ecmp(2, SCMP_CMP_EQ, 0, 0))) < 0)
+		 sandbox_scmp_cmp(0, SCMP_CMP_EQ, pid, 0),
+		 sandbox_scmp_cmp(2, SCMP_CMP_EQ, 0, 0))) < 0)
 		return r;
 	return 0;
 }

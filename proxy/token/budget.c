@@ -193,6 +193,33 @@ compact(struct budget *b)
 	b->b_tomb = 0;
 }
 
+/* Count the live and dead entries of the active table; -1: a bad state. */
+static int
+budget_count(struct budget *b)
+{
+	const struct budget_entry *tab = active(b);
+	uint32_t i;
+	int rc = 0;
+
+	b->b_live = b->b_tomb = 0;
+	for (i = 0; i < b->b_cap; i++) {
+		switch (__atomic_load_n(&tab[i].be_state, __ATOMIC_ACQUIRE)) {
+		case BE_EMPTY:
+			break;
+		case BE_LIVE:
+			b->b_live++;
+			break;
+		case BE_TOMB:
+			b->b_tomb++;
+			break;
+		default:
+			rc = -1;
+			break;
+		}
+	}
+	return rc;
+}
+
 static int
 budget_err(char *why, size_t whylen, const char *path, const char *what,
     int err)
@@ -256,7 +283,6 @@ budget_map(struct budget *b, char *why, size_t whylen)
 {
 	struct budget_hdr h;
 	struct stat st;
-	uint32_t i;
 	int err;
 
 	if (fstat(b->b_fd, &st) == -1)
@@ -291,21 +317,9 @@ budget_map(struct budget *b, char *why, size_t whylen)
 	b->b_hdr = b->b_map;
 	b->b_tab[0] = (struct budget_entry *)(b->b_hdr + 1);
 	b->b_tab[1] = b->b_tab[0] + b->b_cap;
-	for (i = 0; i < b->b_cap; i++) {
-		switch (active(b)[i].be_state) {
-		case BE_EMPTY:
-			break;
-		case BE_LIVE:
-			b->b_live++;
-			break;
-		case BE_TOMB:
-			b->b_tomb++;
-			break;
-		default:
-			return budget_err(why, whylen, b->b_path,
-			    "corrupt entry (refusing to reset it)", 0);
-		}
-	}
+	if (budget_count(b) == -1)
+		return budget_err(why, whylen, b->b_path,
+		    "corrupt entry (refusing to reset it)", 0);
 	if (b->b_live + b->b_tomb > budget_max_load(b->b_cap))
 		return budget_err(why, whylen, b->b_path,
 		    "corrupt: table over its load limit", 0);
@@ -507,23 +521,6 @@ budget_prune(struct budget *b, int64_t now)
 void
 budget_rescan(struct budget *b)
 {
-	const struct budget_entry *tab;
-	uint32_t i;
-
-	if (b == NULL)
-		return;
-	tab = active(b);
-	b->b_live = b->b_tomb = 0;
-	for (i = 0; i < b->b_cap; i++) {
-		switch (__atomic_load_n(&tab[i].be_state, __ATOMIC_ACQUIRE)) {
-		case BE_LIVE:
-			b->b_live++;
-			break;
-		case BE_TOMB:
-			b->b_tomb++;
-			break;
-		default:
-			break;
-		}
-	}
+	if (b != NULL)
+		(void)budget_count(b);
 }

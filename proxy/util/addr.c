@@ -67,3 +67,23 @@ addr_str(const struct sockaddr *sa, char *buf, size_t len)
 	memcpy(buf, "-", 2);
 	return 1;
 }
+
+void
+addr_make(struct sockaddr_storage *ss, int v6, const unsigned char *b,
+    uint16_t port)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (!v6) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(port);
+		memcpy(&sin->sin_addr, b, 4);
+	} else {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons(port);
+		memcpy(&sin6->sin6_addr, b, 16);
+	}
+}

@@ -38,6 +38,9 @@ sl_ms_tv(uint64_t ms)
 /* addr.c: "addr:port" text of an IPv4 or IPv6 socket address. */
 #define ADDR_STR_LEN 56 /* enough for "[v6]:port" and the NUL */
 size_t addr_str(const struct sockaddr *, char *buf, size_t len);
+/* *ss = the address in b (4 bytes, or 16 with v6) and port (host order). */
+void addr_make(struct sockaddr_storage *ss, int v6, const unsigned char *b,
+    uint16_t port);
 /*
  * private.c: non-zero when the address is in the "private" list (IPv4,
  * IPv6, and IPv4 embedded in ::ffff:0:0/96, 64:ff9b::/96, 64:ff9b:1::/48,
