@@ -1075,6 +1075,8 @@ run_stop(struct event **sigev, size_t n)
 	event_free(d_prune_ev);
 	listener_close_all();
 	conn_close_all();
+	if (engine_on())
+		engine_close();
 	netguard_stop(d_env.pe_cf);
 	metrics_close();
 	admin_close();

@@ -91,6 +91,8 @@ static struct {
 	struct event *chld_ev;
 	struct event *restart_ev;
 	struct event *kill_ev;
+	struct event *hook_ev;   /* test builds: SIGUSR2 */
+	struct event *reload_ev; /* forks the reload's engine */
 	unsigned backoff_ms;
 	uint64_t restarts;
 	/* In an engine. */
@@ -127,6 +129,29 @@ engine_arm(struct event *ev, uint64_t ms)
 	(void)event_add(ev, &tv);
 }
 static void engine_child(int slot, int ctl, int afd);
+static void engine_reload_cb(evutil_socket_t, short, void *);
+
+static void
+engine_free_events(void)
+{
+	struct event **evs[] = { &eg.chld_ev, &eg.restart_ev, &eg.kill_ev,
+		&eg.hook_ev, &eg.reload_ev };
+	size_t i;
+
+	for (i = 0; i < SL_NELEM(evs); i++) {
+		if (*evs[i] != NULL)
+			event_free(*evs[i]);
+		*evs[i] = NULL;
+	}
+}
+
+void
+engine_close(void)
+{
+	/* After the last engine is gone (engine_stop()): the parent's own. */
+	engine_free_events();
+	eg.on = 0;
+}
 
 int
 engine_on(void)
@@ -603,18 +628,17 @@ engine_start(struct proxy_env *env, const struct engine_ops *ops, char *why,
 	    (eg.restart_ev = evtimer_new(env->pe_base, engine_restart_cb,
 		 NULL)) == NULL ||
 	    (eg.kill_ev = evtimer_new(env->pe_base, engine_kill_cb, NULL)) ==
-		NULL) {
+		NULL ||
+	    (eg.reload_ev = evtimer_new(env->pe_base, engine_reload_cb,
+		 NULL)) == NULL) {
 		snprintf(why, whylen, "engine: out of memory");
 		return -1;
 	}
 #ifdef SLUICE_TEST_HOOKS
-	{
-		struct event *hook = evsignal_new(env->pe_base, SIGUSR2,
-		    engine_parent_hook_cb, NULL);
-
-		if (hook == NULL || evsignal_add(hook, NULL) == -1)
-			log_warnx("test hook: cannot watch SIGUSR2");
-	}
+	if ((eg.hook_ev = evsignal_new(env->pe_base, SIGUSR2,
+		 engine_parent_hook_cb, NULL)) == NULL ||
+	    evsignal_add(eg.hook_ev, NULL) == -1)
+		log_warnx("test hook: cannot watch SIGUSR2");
 #endif
 	eg.on = 1;
 	metrics_engine_slot_clear(0);
@@ -626,12 +650,30 @@ engine_start(struct proxy_env *env, const struct engine_ops *ops, char *why,
 	return 0;
 }
 
+/*
+ * The fork happens from a callback of its own: a reload may come from
+ * deep inside another (the admin client's), whose state the new engine
+ * frees as it lets the parent's part go.
+ */
 void
 engine_reload(void)
+{
+	struct timeval now = { 0, 0 };
+
+	if (!eg.on || eg.stopping)
+		return;
+	(void)event_add(eg.reload_ev, &now);
+}
+
+static void
+engine_reload_cb(evutil_socket_t fd, short what, void *arg)
 {
 	char why[256];
 	int slot, i, rc;
 
+	(void)fd;
+	(void)what;
+	(void)arg;
 	if (!eg.on || eg.stopping)
 		return;
 	if ((slot = engine_free_slot()) == -1) {
@@ -880,6 +922,30 @@ engine_child_end_cb(struct chan *ch, const char *why, void *arg)
 	_exit(ENGINE_EXIT_CHANNEL);
 }
 
+#ifdef SLUICE_TEST_HOOKS
+/*
+ * Test builds: SLUICE_TEST_HOOK=ask=HOST:PORT[,HOST:PORT...] and SIGUSR2
+ * make the engine ask for those destinations, as an engine someone took
+ * over would: the parent must resolve none that no route dials.
+ */
+static void
+engine_hook_ask(const char *list)
+{
+	char buf[1024], *p, *next, *colon;
+
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (p = buf; p != NULL && *p != '\0'; p = next) {
+		if ((next = strchr(p, ',')) != NULL)
+			*next++ = '\0';
+		if ((colon = strrchr(p, ':')) == NULL)
+			continue;
+		*colon = '\0';
+		(void)engine_ask_cb(p, (uint16_t)strtoul(colon + 1, NULL, 10),
+		    0);
+	}
+}
+#endif
+
 static void
 engine_sig_cb(evutil_socket_t sig, short what, void *arg)
 {
@@ -892,6 +958,8 @@ engine_sig_cb(evutil_socket_t sig, short what, void *arg)
 
 		if (hook != NULL && strcmp(hook, "sigsys") == 0)
 			(void)syscall(SYS_acct, NULL); /* not allowed */
+		else if (hook != NULL && strncmp(hook, "ask=", 4) == 0)
+			engine_hook_ask(hook + 4);
 		else if (hook != NULL && strcmp(hook, "badmsg") == 0 &&
 		    write(eg.ctlfd, bad, sizeof(bad)) != sizeof(bad))
 			log_warn("test hook");
@@ -1013,13 +1081,7 @@ engine_forget_parent(void)
 			close(e->e_afd);
 		memset(e, 0, sizeof(*e));
 	}
-	if (eg.chld_ev != NULL)
-		event_free(eg.chld_ev);
-	if (eg.restart_ev != NULL)
-		event_free(eg.restart_ev);
-	if (eg.kill_ev != NULL)
-		event_free(eg.kill_ev);
-	eg.chld_ev = eg.restart_ev = eg.kill_ev = NULL;
+	engine_free_events();
 	eg.ops->eo_child_forget();
 	edns_drop_all();
 	resolve_shutdown();

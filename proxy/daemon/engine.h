@@ -96,6 +96,8 @@ void engine_exit(void);
 void engine_reload(void);
 /* Drain every engine; eo_stopped runs once the last has exited. */
 void engine_stop(void);
+/* In the parent after the loop: free what engine_start() made. */
+void engine_close(void);
 /* Tell the engines: an admin revocation, the revoked_file list, sandboxes. */
 void engine_revoke(const char *jti);
 void engine_revfile(char *const *jtis, size_t n);

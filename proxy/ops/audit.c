@@ -170,6 +170,7 @@ static void
 audit_begin_ts(struct audit *, const char *event, const char *given);
 static int audit_remote_commit(struct audit *);
 static int audit_remote_wait(struct audit *);
+static int audit_remote_read(struct audit *);
 
 /*
  * Escape len bytes of s as the inside of a JSON string into dst, writing
@@ -1129,6 +1130,12 @@ audit_failed(const struct audit *a)
 {
 	if (a == NULL)
 		return 0;
+	/*
+	 * An engine hears that the parent's writer recovered by a message:
+	 * take in one already there rather than refuse another request.
+	 */
+	if (a->a_failed && a->a_rfd != -1)
+		(void)audit_remote_read((struct audit *)(uintptr_t)a);
 	if (a->a_failed)
 		return 1;
 	/* A failure of the thread that the loop has not taken in yet. */

@@ -449,14 +449,21 @@ budget_charge(struct budget *b, const char *jti, int64_t exp, uint64_t limit,
 	tab = active(b);
 	if ((i = probe(tab, b->b_cap, key, &slot)) >= 0) {
 		e = &tab[i];
-		n = e->be_count;
-		if (n >= limit) {
-			*used = n;
-			return 1;
-		}
+		/*
+		 * A compare-and-swap: another engine (a reload's old one,
+		 * draining) may charge the same jti at the same moment, and
+		 * neither may grant past the limit.
+		 */
+		n = __atomic_load_n(&e->be_count, __ATOMIC_ACQUIRE);
+		do {
+			if (n >= limit) {
+				*used = n;
+				return 1;
+			}
+		} while (!__atomic_compare_exchange_n(&e->be_count, &n, n + 1,
+		    0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
 		if (exp > e->be_exp)
 			e->be_exp = exp;
-		__atomic_store_n(&e->be_count, n + 1, __ATOMIC_RELEASE);
 		*used = n + 1;
 		return 0;
 	}

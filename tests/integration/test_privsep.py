@@ -30,9 +30,12 @@ What is checked, each in sidecar mode with kernel rules and `user`:
 7. `--single-process`: `privsep 0`, no child process, requests served;
 8. SIGTERM with a stream in flight: it completes, the engine exits
    drained, daemon.stop is written, exit 0.
+9. an engine taken over (the ask test hook) asks the parent for
+   destinations no route dials: none is resolved or put in the kernel
+   set, while a routed name still is.
 
 `sluice audit verify` (and an independent chain check) passes on every
-test's audit log. The hook tests (3, 4) are skipped unless `sluice
+test's audit log. The hook tests (3, 4, 9) are skipped unless `sluice
 --version` says it was built with test hooks (-DSLUICE_TEST_HOOKS=ON).
 
 Topology: netns sbx (sluice, clients as root or uid 12345) <-veth-> netns
@@ -185,7 +188,7 @@ class Result:
 class TestPrivsep(st.ProxyTestCase):
     TAG = "privsep"
     X = 120
-    UP_HOSTS = (2,)
+    UP_HOSTS = (2, 3, 53)
 
     @classmethod
     def build(cls):
@@ -236,11 +239,12 @@ class TestPrivsep(st.ProxyTestCase):
         os.chown(path, self.uid, -1)
         return path
 
-    def start(self, name, port, extra_args=(), hook=None):
+    def start(self, name, port, extra_args=(), hook=None, doc=None):
         """A fresh table, then sluice on its own port; (sluice, doc)."""
         self.drop_table()
         self.addCleanup(self.drop_table)
-        doc = self.make_doc(name, port)
+        if doc is None:
+            doc = self.make_doc(name, port)
         path = self.write_doc(name, doc)
         env = dict(os.environ)
         env.pop("SLUICE_TEST_HOOK", None)
@@ -804,6 +808,49 @@ class TestPrivsep(st.ProxyTestCase):
         self.assertIs(e["drained"], True, e)
         self.assertEqual(e.get("status"), 0, e)
         self.assertEqual(self.audit(s)[-1]["event"], "daemon.stop")
+        self.finish(s)
+
+    # -- 9. an engine taken over asks for destinations ----------------------
+
+    def test_9_engine_asks_for_what_no_route_dials(self):
+        """An engine someone took over asks the parent for destinations no
+        route dials (a name of no route, a routed name on another port, an
+        address): the parent resolves none of them and puts nothing in the
+        kernel's sets; what a route dials is still resolved and allowed."""
+        self.need_hooks()
+        t = self.h.topo
+        dns = self.h.dns_server({"named.test": {"A": [t.v4(2)]},
+                                 "evil.test": {"A": [t.v4(3)]}})
+        doc = self.make_doc("ask", 3409)
+        doc["routes"].append(pol.route(
+            "named", ["named.test"], "http://named.test:80/", None,
+            methods=("GET", "POST"), prefixes=["/v1/echo"], connect=False,
+            allow_plaintext=True))
+        doc["netpolicy"]["resolvers"] = [t.v4(53)]
+        s = self.start("ask", 3409, doc=doc,
+                       hook="ask=evil.test:443,named.test:8080,%s:80,"
+                            "named.test:80" % t.v4(3))
+        eng = self.engine(s)
+        os.kill(eng, signal.SIGUSR2)
+        # The routed one is resolved (the control: the hook did ask) ...
+        self.assertTrue(st.wait_until(
+            lambda: any(q[0].lower() == "named.test" for q in dns.queries),
+            3.0), "named.test was never resolved: %r" % dns.queries)
+        time.sleep(0.3)
+        names = sorted({q[0].lower() for q in dns.queries})
+        self.assertEqual(names, ["named.test"], dns.queries)
+        # ... and in the kernel set; the others are not.
+        up4 = self.nft("list", "set", "inet", TABLE, "upstream4").stdout
+        self.assertIn(t.v4(2), up4)
+        self.assertNotIn(t.v4(3), up4)
+        err = s.stderr()
+        for what in ("evil.test port 443", "named.test port 8080",
+                     "%s port 80" % t.v4(3)):
+            self.assertIn("asked for %s, which no route dials: refused" %
+                          what, err)
+        # A refusal is an empty answer, not a reason to restart.
+        self.assertEqual(self.engine(s), eng)
+        self.assertEqual(self.post(s).status, 200)
         self.finish(s)
 
 
