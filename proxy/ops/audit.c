@@ -2099,9 +2099,27 @@ audit_ts_ok(const unsigned char *p)
 
 /*
  * Fields as audit_add_*() writes them: empty, or starting ",\"", no byte
- * below 0x20 (escaped by the engine), valid UTF-8. A compromised engine
- * can still write false fields; it cannot break a line or the chain.
+ * below 0x20 (escaped by the engine), valid UTF-8, and with braces around
+ * them one JSON object. A compromised engine can still write false
+ * fields; it cannot break a line or the chain.
  */
+static int
+audit_fields_json(const unsigned char *p, size_t n)
+{
+	static char buf[AUDIT_LINE_MAX + 2];
+	const char *end = NULL;
+	cJSON *o;
+	int ok;
+
+	buf[0] = '{';
+	memcpy(buf + 1, p + 1, n - 1);
+	buf[n] = '}';
+	o = cJSON_ParseWithLengthOpts(buf, n + 1, &end, 0);
+	ok = o != NULL && cJSON_IsObject(o) && end == buf + n + 1;
+	cJSON_Delete(o);
+	return ok;
+}
+
 static int
 audit_fields_ok(const unsigned char *p, size_t n)
 {
@@ -2125,7 +2143,7 @@ audit_fields_ok(const unsigned char *p, size_t n)
 			return 0;
 		i += l;
 	}
-	return 1;
+	return audit_fields_json(p, n);
 }
 
 int
