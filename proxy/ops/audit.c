@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -2099,25 +2100,84 @@ audit_ts_ok(const unsigned char *p)
 
 /*
  * Fields as audit_add_*() writes them: empty, or starting ",\"", no byte
- * below 0x20 (escaped by the engine), valid UTF-8, and with braces around
- * them one JSON object. A compromised engine can still write false
- * fields; it cannot break a line or the chain.
+ * below 0x20 (escaped by the engine), valid UTF-8, and of the grammar
+ * above (so in braces one JSON object). A compromised engine can still write
+ * false fields; it cannot break a line or the chain.
+ */
+/* A JSON string at p[*i..n) (escapes checked); *i past it. */
+static int
+audit_json_str(const unsigned char *p, size_t n, size_t *i)
+{
+	size_t k = *i;
+
+	if (k >= n || p[k++] != '"')
+		return 0;
+	while (k < n && p[k] != '"') {
+		if (p[k] != '\\') {
+			k++;
+			continue;
+		}
+		if (++k >= n)
+			return 0;
+		if (p[k] == 'u') {
+			size_t d;
+
+			for (d = 1; d <= 4; d++)
+				if (k + d >= n || !isxdigit(p[k + d]))
+					return 0;
+			k += 5;
+		} else if (strchr("\"\\/bfnrt", p[k]) != NULL && p[k] != '\0')
+			k++;
+		else
+			return 0;
+	}
+	if (k >= n)
+		return 0;
+	*i = k + 1;
+	return 1;
+}
+
+/* A value as audit_add_*() writes one: a string, an integer, a bool. */
+static int
+audit_json_value(const unsigned char *p, size_t n, size_t *i)
+{
+	size_t k = *i, d;
+
+	if (k < n && p[k] == '"')
+		return audit_json_str(p, n, i);
+	if (n - k >= 4 && memcmp(p + k, "true", 4) == 0) {
+		*i = k + 4;
+		return 1;
+	}
+	if (n - k >= 5 && memcmp(p + k, "false", 5) == 0) {
+		*i = k + 5;
+		return 1;
+	}
+	if (k < n && p[k] == '-')
+		k++;
+	for (d = k; d < n && p[d] >= '0' && p[d] <= '9'; d++)
+		;
+	if (d == k)
+		return 0;
+	*i = d;
+	return 1;
+}
+
+/*
+ * The fields' grammar, exactly what audit_add_*() writes: (,"key":value)*
+ * with string keys and string, integer or boolean values.
  */
 static int
 audit_fields_json(const unsigned char *p, size_t n)
 {
-	static char buf[AUDIT_LINE_MAX + 2];
-	const char *end = NULL;
-	cJSON *o;
-	int ok;
+	size_t i = 0;
 
-	buf[0] = '{';
-	memcpy(buf + 1, p + 1, n - 1);
-	buf[n] = '}';
-	o = cJSON_ParseWithLengthOpts(buf, n + 1, &end, 0);
-	ok = o != NULL && cJSON_IsObject(o) && end == buf + n + 1;
-	cJSON_Delete(o);
-	return ok;
+	while (i < n) {
+		if (p[i++] != ',' || !audit_json_str(p, n, &i) || i >= n ||
+		    p[i++] != ':' || !audit_json_value(p, n, &i))
+			return 0;
+	}
+	return 1;
 }
 
 static int
