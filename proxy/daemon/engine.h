@@ -108,9 +108,9 @@ size_t engine_pids(pid_t *out, size_t max);
 uint64_t engine_restarts(void);
 
 /* engine_dns.c. The answer for (slot, id): n allowed addresses. */
-typedef void edns_answer_cb(int slot, uint64_t id,
-    const struct sockaddr_storage *addrs, size_t n, uint32_t ttl,
-    enum reason why);
+typedef void
+edns_answer_cb(int slot, uint64_t id, const struct sockaddr_storage *addrs,
+    size_t n, uint32_t ttl, enum reason why);
 void edns_on_answer(edns_answer_cb *);
 /*
  * Resolve host:port for engine slot, if a route of cf dials it; -1 when

@@ -9,9 +9,9 @@
  * was forked and confined (sluice's engine: no file may be opened) reads
  * it too. Write '1' or '0' over its first byte; never truncate it.
  *
- * Meant for single-threaded use (sluice's engine is); built as a shared library by
- * tests/CMakeLists.txt and never with the sanitizers, whose allocator
- * would be replaced under them.
+ * Meant for single-threaded use (sluice's engine is); built as a shared library
+ * by tests/CMakeLists.txt and never with the sanitizers, whose allocator would
+ * be replaced under them.
  */
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -51,8 +51,7 @@ fa_init(void)
 	if (arm_path == NULL ||
 	    (fd = open(arm_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) == -1)
 		return;
-	if (fstat(fd, &st) == 0 && st.st_size == 0 &&
-	    write(fd, "0", 1) != 1) {
+	if (fstat(fd, &st) == 0 && st.st_size == 0 && write(fd, "0", 1) != 1) {
 		close(fd);
 		return;
 	}
