@@ -569,7 +569,10 @@ engine_spawn(int slot, char *why, size_t whylen)
 	}
 	(void)fflush(stdout);
 	(void)fflush(stderr);
-	if ((pid = fork()) == -1) {
+	audit_fork_prepare(eg.env->pe_audit);
+	if ((pid = fork()) != 0)
+		audit_fork_done(eg.env->pe_audit);
+	if (pid == -1) {
 		snprintf(why, whylen, "fork: %s", strerror(errno));
 		close(ctl[0]);
 		close(ctl[1]);

@@ -78,6 +78,7 @@ struct audit_writer {
 	enum audit_fsync w_fsync;
 	int w_busy;   /* writing or syncing outside the lock */
 	int w_hold;   /* the loop has the file: touch nothing */
+	int w_parked; /* held, and waiting (no lock but w_mu, released) */
 	int w_stop;   /* finish what is queued, then return */
 	int w_notify; /* wake the loop after each good batch too */
 	/* Failures the loop has not seen yet. */
@@ -792,7 +793,10 @@ audit_thread(void *arg)
 	pthread_mutex_lock(&w->w_mu);
 	for (;;) {
 		if (w->w_hold) {
+			w->w_parked = 1;
+			pthread_cond_broadcast(&w->w_prog);
 			pthread_cond_wait(&w->w_work, &w->w_mu);
+			w->w_parked = 0;
 			continue;
 		}
 		if (w->w_len > 0) {
@@ -987,6 +991,30 @@ audit_release(struct audit *a)
 	w->w_hold = 0;
 	pthread_cond_signal(&w->w_work);
 	pthread_mutex_unlock(&w->w_mu);
+}
+
+void
+audit_fork_prepare(struct audit *a)
+{
+	struct audit_writer *w;
+
+	if (a == NULL || (w = a->a_w) == NULL)
+		return;
+	audit_drain(a, 1);
+	pthread_mutex_lock(&w->w_mu);
+	/* Out of an idle wait, to see the hold. */
+	pthread_cond_signal(&w->w_work);
+	while (!w->w_parked)
+		pthread_cond_wait(&w->w_prog, &w->w_mu);
+	pthread_mutex_unlock(&w->w_mu);
+}
+
+void
+audit_fork_done(struct audit *a)
+{
+	if (a == NULL || a->a_w == NULL)
+		return;
+	audit_release(a);
 }
 
 static void

@@ -81,6 +81,14 @@ void audit_close(struct audit *);
  * audit_remote_reply(fd, 1, failed, 0) to every engine.
  */
 typedef void audit_state_cb(int failed, void *arg);
+/*
+ * Around a fork: prepare writes what is queued and parks the writer
+ * thread where it holds no lock (so the child, where the thread is gone,
+ * finds no lock taken: malloc's, stdio's, the sanitizers'); done lets it
+ * go on, in the parent.
+ */
+void audit_fork_prepare(struct audit *);
+void audit_fork_done(struct audit *);
 int audit_remote(struct audit *, int fd, struct event_base *base);
 int audit_remote_drain(struct audit *, int timeout_ms);
 int audit_remote_line(struct audit *, const unsigned char *msg, size_t len,
