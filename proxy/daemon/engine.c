@@ -378,6 +378,10 @@ engine_audit_cb(evutil_socket_t fd, short what, void *arg)
 			event_del(e->e_aev);
 			return;
 		}
+		/* A waiting line is answered once durable (as fsync "always").
+		 */
+		if (sync && rc == 0 && audit_sync(eg.env->pe_audit) == -1)
+			rc = -1;
 		if (sync) {
 			e->e_acked++;
 			(void)audit_remote_reply(fd, 0, rc == 0, e->e_acked);

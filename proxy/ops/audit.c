@@ -129,9 +129,10 @@ struct audit {
 	 * writes; lines go to it over a_rfd, a_line then holds the fields
 	 * only (ts and event are kept apart).
 	 */
-	int a_rfd;             /* -1: not remote */
-	struct event *a_rev;   /* a_rfd: acks and state in, queue out */
-	struct audit_rq *a_rq; /* lines the socket did not take yet */
+	int a_rfd;              /* -1: not remote */
+	struct event *a_rev;    /* a_rfd: acks and state in, queue out */
+	struct event *a_rflush; /* sends the queue, next turn of the loop */
+	struct audit_rq *a_rq;  /* lines the socket did not take yet */
 	struct audit_rq **a_rq_tail;
 	size_t a_rq_bytes;
 	uint64_t a_rsent, a_racked; /* "sync" lines sent, acked durable */
@@ -173,6 +174,7 @@ audit_begin_ts(struct audit *, const char *event, const char *given);
 static int audit_remote_commit(struct audit *);
 static int audit_remote_wait(struct audit *);
 static int audit_remote_read(struct audit *);
+static void audit_remote_flush_cb(evutil_socket_t, short, void *);
 
 /*
  * Escape len bytes of s as the inside of a JSON string into dst, writing
@@ -1807,6 +1809,7 @@ audit_close(struct audit *a)
 #define AUDIT_RKIND_STATE 2
 #define AUDIT_TS_LEN      27
 #define AUDIT_RWAIT_MS    10000 /* for an ack, before calling it failed */
+#define AUDIT_RBATCH      64    /* datagrams a sendmmsg(2) */
 
 struct audit_rmsg {
 	uint32_t ar_kind;
@@ -1863,29 +1866,54 @@ audit_remote_read(struct audit *a)
 	}
 }
 
-/* Send what is queued; 0 when all of it went, 1 when some is left. */
-static int
-audit_remote_flush(struct audit *a)
+/* Drop the first n queued messages (sent, or lost with an error). */
+static void
+audit_remote_pop(struct audit *a, unsigned n)
 {
 	struct audit_rq *q;
-	ssize_t n;
 
-	while ((q = a->a_rq) != NULL) {
-		n = send(a->a_rfd, q->rq_data, q->rq_len,
-		    MSG_DONTWAIT | MSG_NOSIGNAL);
-		if (n == -1 && errno == EAGAIN)
-			return 1;
-		if (n == -1 && errno == EINTR)
-			continue;
-		/* A datagram goes whole or not at all; an error drops it. */
+	while (n-- > 0 && (q = a->a_rq) != NULL) {
 		if ((a->a_rq = q->rq_next) == NULL)
 			a->a_rq_tail = &a->a_rq;
 		a->a_rq_bytes -= q->rq_len;
 		free(q);
-		if (n == -1) {
+	}
+}
+
+/*
+ * Send what is queued, AUDIT_RBATCH datagrams a call; 0 when all of it
+ * went, 1 when some is left (the socket is full).
+ */
+static int
+audit_remote_flush(struct audit *a)
+{
+	struct mmsghdr mm[AUDIT_RBATCH];
+	struct iovec iov[AUDIT_RBATCH];
+	struct audit_rq *q;
+	unsigned n;
+	int r;
+
+	while (a->a_rq != NULL) {
+		memset(mm, 0, sizeof(mm));
+		for (n = 0, q = a->a_rq; q != NULL && n < AUDIT_RBATCH;
+		     q = q->rq_next, n++) {
+			iov[n] = (struct iovec){ q->rq_data, q->rq_len };
+			mm[n].msg_hdr.msg_iov = &iov[n];
+			mm[n].msg_hdr.msg_iovlen = 1;
+		}
+		r = sendmmsg(a->a_rfd, mm, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (r == -1 && errno == EAGAIN)
+			return 1;
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r == -1) {
+			/* A datagram goes whole or not at all: this one is
+			 * lost. */
+			audit_remote_pop(a, 1);
 			audit_fail(a, "sending a line for");
 			continue;
 		}
+		audit_remote_pop(a, (unsigned)r);
 	}
 	if (a->a_rfull) {
 		a->a_rfull = 0;
@@ -1953,7 +1981,6 @@ audit_remote_queue(struct audit *a, const struct iovec *iov, int n, size_t len)
 	*a->a_rq_tail = q;
 	a->a_rq_tail = &q->rq_next;
 	a->a_rq_bytes += len;
-	audit_remote_arm(a);
 	return 0;
 }
 
@@ -1964,7 +1991,7 @@ audit_remote_wait(struct audit *a)
 	struct pollfd pfd;
 	int r;
 
-	while (a->a_racked < a->a_rsent && !a->a_rparent) {
+	while (a->a_racked < a->a_rsent) {
 		pfd.fd = a->a_rfd;
 		pfd.events = POLLIN | (a->a_rq != NULL ? POLLOUT : 0);
 		pfd.revents = 0;
@@ -1995,8 +2022,11 @@ audit_remote_commit(struct audit *a)
 	unsigned char kind, elen;
 	struct iovec iov[5];
 	size_t len;
-	int sync = a->a_fsync == AUDIT_FSYNC_ALWAYS;
-	ssize_t n;
+	/*
+	 * Failed: the line waits for the parent's answer, which says whether
+	 * the write that ends the failed state went through.
+	 */
+	int sync = a->a_fsync == AUDIT_FSYNC_ALWAYS || a->a_failed;
 
 	a->a_building = 0;
 	if (a->a_overflow) {
@@ -2011,25 +2041,34 @@ audit_remote_commit(struct audit *a)
 	iov[3] = (struct iovec){ a->a_revent, elen };
 	iov[4] = (struct iovec){ a->a_line, a->a_len };
 	len = 2 + AUDIT_TS_LEN + elen + a->a_len;
-	if (sync)
-		a->a_rsent++;
-	if (a->a_rq == NULL) {
-		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 5 };
-
-		do
-			n = sendmsg(a->a_rfd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
-		while (n == -1 && errno == EINTR);
-		if (n == -1 && errno != EAGAIN) {
-			audit_fail(a, "sending a line for");
-			return -1;
-		}
-		if (n == -1 && audit_remote_queue(a, iov, 5, len) == -1)
-			return -1;
-	} else if (audit_remote_queue(a, iov, 5, len) == -1)
+	if (audit_remote_queue(a, iov, 5, len) == -1)
 		return -1;
-	if (sync)
+	if (sync) {
+		a->a_rsent++;
 		return audit_remote_wait(a);
+	}
+	/*
+	 * Sent once the callbacks of this turn of the loop are done (a zero
+	 * timer fires on the next turn): the response goes to the client
+	 * before the parent is woken, and one wake takes a turn's lines.
+	 */
+	if (!evtimer_pending(a->a_rflush, NULL)) {
+		struct timeval zero = { 0, 0 };
+
+		(void)evtimer_add(a->a_rflush, &zero);
+	}
 	return a->a_failed ? -1 : 0;
+}
+
+static void
+audit_remote_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct audit *a = arg;
+
+	(void)fd;
+	(void)what;
+	(void)audit_remote_flush(a);
+	audit_remote_arm(a);
 }
 
 int
@@ -2063,7 +2102,8 @@ audit_remote(struct audit *a, int fd, struct event_base *base)
 	a->a_state_cb = NULL;
 	if ((a->a_rev = event_new(base, fd, EV_READ | EV_PERSIST,
 		 audit_remote_cb, a)) == NULL ||
-	    event_add(a->a_rev, NULL) == -1)
+	    event_add(a->a_rev, NULL) == -1 ||
+	    (a->a_rflush = evtimer_new(base, audit_remote_flush_cb, a)) == NULL)
 		return -1;
 	return 0;
 }
