@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # sluice run --single-process as a peer of ../shared/bench: the same policy,
 # token and binary as sluice.sh (the privilege-separated parent + engine),
 # in the old one-process mode, so one campaign measures what the split
