@@ -13,6 +13,8 @@ peer_render() {
 	# requests and CONNECT :80) and TLS on :443 (CONNECT :443). The
 	# workloads send GET only. Kernel rules off: they would also filter
 	# the peers measured after sluice in the same namespaces.
+	# per_client_connections: every client of the campaign is one address
+	# (198.18.1.2), and the memory workloads hold 5000 connections.
 	cat > "$dir/policy.json" <<JSON
 {
   "listeners": [ { "name": "bench", "type": "forward", "listen": "$listen:$port" } ],
@@ -27,7 +29,8 @@ peer_render() {
       "upstream": { "url": "https://$UP_IP:443",
                     "ca_file": "$BENCH_DIR/upstream/cert.pem" } }
   ],
-  "limits": { "max_connections": 30000, "idle_timeout_ms": 300000 },
+  "limits": { "max_connections": 30000, "per_client_connections": 30000,
+              "idle_timeout_ms": 300000 },
   "audit": { "path": "$dir/audit.jsonl", "fsync": "${SLUICE_AUDIT_FSYNC:-interval}" },
   "netpolicy": { "mode": "off" },
   "state_dir": "$dir/state"
