@@ -279,7 +279,8 @@ class Sidecar(unittest.TestCase):
         self.assertEqual(p.returncode, 3, p.stdout + p.stderr)
         self.assertIn("kernel refused", p.stderr)
         after = self.sbx.nft("list", "table", "inet", "sluice").stdout
-        self.assertEqual(after, before)
+        # Counters aside: a stray packet may meet a drop rule meanwhile.
+        self.assertEqual(zero_counters(after), zero_counters(before))
         self.assertNotIn("198.18.10.54", after)
         # Without the bad element the same policy goes in.
         p = h.sluice("netpolicy", "apply", "-c", other, "--netns",
