@@ -47,6 +47,10 @@
 static struct proxy_env d_env; /* base, current policy, audit, state */
 static char *d_path;
 static struct event *d_drain_ev;
+static int d_drain_cut; /* the drain's deadline passed: 503s going out */
+
+/* How long the drain_timeout 503s may take to go out before the end. */
+#define DRAIN_CUT_GRACE_MS 500
 static struct event *d_prune_ev;
 static time_t d_started;
 static uint64_t d_reloads, d_reload_failures;
@@ -633,12 +637,24 @@ drain_check_cb(evutil_socket_t fd, short what, void *arg)
 		event_base_loopexit(d_env.pe_base, NULL);
 		return;
 	}
-	if (timercmp(&now, deadline, >=)) {
-		log_warnx("drain timeout: closing %zu connections",
+	if (!timercmp(&now, deadline, >=))
+		return;
+	if (!d_drain_cut) {
+		/* Unanswered requests get their 503 first, briefly. */
+		struct timeval grace = sl_ms_tv(DRAIN_CUT_GRACE_MS);
+		size_t n;
+
+		log_warnx("drain timeout: cutting %zu connections",
 		    conn_count());
-		conn_close_all();
-		event_base_loopexit(d_env.pe_base, NULL);
+		d_drain_cut = 1;
+		n = conn_drain_cut();
+		if (n > 0 && conn_count() > 0) {
+			timeradd(&now, &grace, deadline);
+			return;
+		}
 	}
+	conn_close_all();
+	event_base_loopexit(d_env.pe_base, NULL);
 }
 
 /* Stop accepting, finish what is in flight (drain_timeout), then stop. */

@@ -752,6 +752,35 @@ conn_drain(void)
 	}
 }
 
+/*
+ * The drain's deadline: a request still waiting for its response head gets
+ * a 503 drain_timeout (flushed, then closed); everything else in flight is
+ * cut now. Returns how many 503s are on their way out.
+ */
+size_t
+conn_drain_cut(void)
+{
+	struct conn *c, *next;
+	size_t n = 0;
+
+	for (c = TAILQ_FIRST(&relay_conns); c != NULL; c = next) {
+		const struct request *rq = c->cn_req;
+
+		next = TAILQ_NEXT(c, cn_entry);
+		if (c->cn_state == CONN_S_FLUSH)
+			continue; /* its last response is on its way */
+		if ((c->cn_state == CONN_S_UPSTREAM ||
+			c->cn_state == CONN_S_EXCHANGE) &&
+		    rq != NULL && !rq->rq_connect && !rq->rq_head_sent) {
+			conn_deny(c, REASON_DRAIN_TIMEOUT, 0);
+			n++;
+			continue;
+		}
+		conn_close(c, conn_cut(c, REASON_DRAIN_TIMEOUT));
+	}
+	return n;
+}
+
 void
 conn_close_all(void)
 {

@@ -203,7 +203,12 @@ int conn_sandbox_full(const struct proxy_env *, const struct sockaddr *peer);
 size_t conn_count(void);
 /* Stop keep-alive: idle connections close now, busy ones after. */
 void conn_drain(void);
-/* Close every connection now (end of drain_timeout). */
+/*
+ * End of drain_timeout: requests with no response yet get a 503
+ * drain_timeout, the rest is cut; returns how many 503s are being written.
+ */
+size_t conn_drain_cut(void);
+/* Close every connection now (end of drain_timeout, or at exit). */
 void conn_close_all(void);
 
 /*

@@ -408,6 +408,12 @@ deny_message(struct conn *c, enum reason r, int reverse, char *msg, size_t len)
 		    "sluice has limits.max_connections (%llu) connections open",
 		    (unsigned long long)l->max_connections);
 		break;
+	case REASON_DRAIN_TIMEOUT:
+		snprintf(msg, len,
+		    "sluice is shutting down and limits.drain_timeout_ms "
+		    "(%llu) ran out before the upstream answered",
+		    (unsigned long long)l->drain_timeout_ms);
+		break;
 	case REASON_AUDIT_UNAVAILABLE:
 		snprintf(msg, len,
 		    "the audit log cannot be written, so nothing is let out");
@@ -464,6 +470,7 @@ conn_deny(struct conn *c, enum reason r, int keep)
 	 * not the client's and is not charged.
 	 */
 	if (!reason_is_upstream(r) && r != REASON_RATE_LIMITED &&
+	    r != REASON_DRAIN_TIMEOUT &&
 	    clients_refusal((const struct sockaddr *)&c->cn_peer,
 		proxy_env_now(c->cn_env),
 		cf->cf_limits.per_client_refusals_per_s))

@@ -179,19 +179,44 @@ class TestAuditTruth(st.ProxyTestCase):
         doc["limits"] = dict(doc["limits"], drain_timeout_ms=500)
         s = tah.start_sluice(self.h, "drain", doc)
         tok = self.h.token("model", jti="drained")
+        tok2 = self.h.token("model", jti="drained-stream")
         m = self.up.log.mark()
         c = self.h.raw(3129)
+        c2 = self.h.raw(3129)
         try:
+            # One request the upstream never answers, one stream whose
+            # response began: at the deadline the first gets a 503
+            # drain_timeout, the second is cut (its 200 was sent).
             c.send(self.req("model", "GET", "/v1/hang", tok=tok))
+            c2.send(self.req("model", "GET",
+                             "/v1/stream?n=3&gap_ms=20000", tok=tok2))
+            self.assertEqual(c2.read_response(head_only=True).status, 200)
             self.up.log.wait_for(m, "request")
             tah.stop_clean(self, s)
+            r = c.read_response(timeout=2.0)
+            self.assertEqual(r.status, 503, r.raw[:300])
+            self.assertIn(b"drain_timeout", r.body)
+            self.assertEqual(r.header("Connection"), "close")
+            rest = c2.buf
+            try:
+                while c2._fill(time.monotonic() + 2.0):
+                    rest += c2.buf
+                    c2.buf = b""
+            except OSError:
+                pass
+            self.assertNotIn(b"HTTP/1.1 503", rest)
         finally:
             c.close()
-        ev = [e for e in tah.events(doc["audit"]["path"])
-              if e.get("jti") == "drained"]
-        self.assertEqual(len(ev), 1, ev)
-        self.assertEqual((ev[0]["decision"], ev[0]["reason"]),
-                         ("allow", "drain_timeout"), ev[0])
+            c2.close()
+        ev = {e.get("jti"): e for e in tah.events(doc["audit"]["path"])
+              if e.get("jti") in ("drained", "drained-stream")}
+        self.assertEqual(len(ev), 2, ev)
+        self.assertEqual((ev["drained"]["decision"], ev["drained"]["reason"],
+                          ev["drained"]["status"]),
+                         ("allow", "drain_timeout", 503), ev["drained"])
+        e = ev["drained-stream"]
+        self.assertEqual((e["decision"], e["reason"], e["status"]),
+                         ("allow", "drain_timeout", 200), e)
 
     def test_denial_is_deny(self):
         """Control: a refusal is still deny with its reason."""
