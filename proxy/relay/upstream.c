@@ -677,7 +677,10 @@ upconn_start_connect(struct upconn *uc)
 	fd = socket(uc->uc_addr.ss_family,
 	    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd == -1) {
-		log_warn("upstream socket");
+		/* EMFILE under a flood: once a second, with a count. */
+		static struct log_every socket_warn;
+
+		log_warn_every(&socket_warn, "upstream socket");
 		upconn_fail(uc, REASON_UPSTREAM_UNREACHABLE);
 		return;
 	}

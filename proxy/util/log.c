@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <openssl/err.h>
 
@@ -48,6 +49,35 @@ log_warn(const char *fmt, ...)
 	va_start(ap, fmt);
 	log_vwrite("", saved, fmt, ap);
 	va_end(ap);
+	errno = saved;
+}
+
+void
+log_warn_every(struct log_every *le, const char *fmt, ...)
+{
+	char msg[1024];
+	struct timespec ts;
+	va_list ap;
+	int saved = errno;
+
+	if (clock_gettime(CLOCK_MONOTONIC, &ts) == -1)
+		ts.tv_sec = 0;
+	if (le->le_used && (long long)ts.tv_sec == le->le_sec) {
+		le->le_folded++;
+		errno = saved;
+		return;
+	}
+	va_start(ap, fmt);
+	(void)vsnprintf(msg, sizeof(msg), fmt, ap); /* cut is fine */
+	va_end(ap);
+	if (le->le_folded > 0)
+		fprintf(stderr, "%s: %s: %s (and %llu more like it since)\n",
+		    log_prog, msg, strerror(saved), le->le_folded);
+	else
+		fprintf(stderr, "%s: %s: %s\n", log_prog, msg, strerror(saved));
+	le->le_used = 1;
+	le->le_sec = (long long)ts.tv_sec;
+	le->le_folded = 0;
 	errno = saved;
 }
 

@@ -62,6 +62,17 @@ int write_all(int fd, const void *buf, size_t len);
 void log_init(const char *progname, int verbose);
 void log_warn(const char *, ...) SL_PRINTF(1, 2);
 void log_warnx(const char *, ...) SL_PRINTF(1, 2);
+/*
+ * A warning a sandbox can drive (a failed socket() per request): written at
+ * most once a second of the monotonic clock; the next one written says how
+ * many were folded into silence since. Zero-initialise the state.
+ */
+struct log_every {
+	long long le_sec; /* monotonic second of the last one written */
+	unsigned long long le_folded;
+	int le_used;
+};
+void log_warn_every(struct log_every *, const char *, ...) SL_PRINTF(2, 3);
 void log_info(const char *, ...) SL_PRINTF(1, 2);
 void log_debug(const char *, ...) SL_PRINTF(1, 2);
 SL_NORETURN void fatal(const char *, ...) SL_PRINTF(1, 2);
