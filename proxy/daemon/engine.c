@@ -705,9 +705,8 @@ void
 engine_stop(void)
 {
 	const struct config *cf = eg.env->pe_cf;
+	/* The engines' drain, its 503s' grace, then the kill. */
 	uint64_t ms = cf->cf_limits.drain_timeout_ms + 2000;
-	struct timeval tv = { (time_t)(ms / 1000),
-		(suseconds_t)(ms % 1000) * 1000 };
 	int i;
 
 	if (eg.stopping && engine_alive() > 0)
@@ -728,7 +727,7 @@ engine_stop(void)
 		eg.ops->eo_stopped();
 		return;
 	}
-	(void)event_add(eg.kill_ev, &tv);
+	engine_arm(eg.kill_ev, ms);
 }
 
 void

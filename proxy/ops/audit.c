@@ -130,7 +130,8 @@ struct audit {
 	 * only (ts and event are kept apart).
 	 */
 	int a_rfd;              /* -1: not remote */
-	struct event *a_rev;    /* a_rfd: acks and state in, queue out */
+	struct event *a_rev;    /* a_rfd: acks and state in */
+	struct event *a_rwev;   /* a_rfd: the queue out, while one waits */
 	struct event *a_rflush; /* sends the queue, next turn of the loop */
 	struct audit_rq *a_rq;  /* lines the socket did not take yet */
 	struct audit_rq **a_rq_tail;
@@ -1922,18 +1923,19 @@ audit_remote_flush(struct audit *a)
 	return 0;
 }
 
+/* The write event is armed only while lines wait for room. */
 static void
 audit_remote_arm(struct audit *a)
 {
-	short what = EV_READ | EV_PERSIST | (a->a_rq != NULL ? EV_WRITE : 0);
+	int pending;
 
-	if (a->a_rev == NULL ||
-	    (event_get_events(a->a_rev) & EV_WRITE) == (what & EV_WRITE))
+	if (a->a_rwev == NULL)
 		return;
-	(void)event_del(a->a_rev);
-	event_assign(a->a_rev, event_get_base(a->a_rev), a->a_rfd, what,
-	    event_get_callback(a->a_rev), a);
-	(void)event_add(a->a_rev, NULL);
+	pending = event_pending(a->a_rwev, EV_WRITE, NULL) != 0;
+	if (a->a_rq != NULL && !pending && !a->a_rparent)
+		(void)event_add(a->a_rwev, NULL);
+	else if (a->a_rq == NULL && pending)
+		(void)event_del(a->a_rwev);
 }
 
 static void
@@ -1948,7 +1950,8 @@ audit_remote_cb(evutil_socket_t fd, short what, void *arg)
 		a->a_rparent = 1;
 		a->a_allow = 0;
 		audit_remote_state(a);
-		event_del(a->a_rev);
+		(void)event_del(a->a_rev);
+		(void)event_del(a->a_rwev);
 		return;
 	}
 	if (what & EV_WRITE)
@@ -2103,6 +2106,8 @@ audit_remote(struct audit *a, int fd, struct event_base *base)
 	if ((a->a_rev = event_new(base, fd, EV_READ | EV_PERSIST,
 		 audit_remote_cb, a)) == NULL ||
 	    event_add(a->a_rev, NULL) == -1 ||
+	    (a->a_rwev = event_new(base, fd, EV_WRITE, audit_remote_cb, a)) ==
+		NULL ||
 	    (a->a_rflush = evtimer_new(base, audit_remote_flush_cb, a)) == NULL)
 		return -1;
 	return 0;

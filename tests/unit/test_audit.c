@@ -7,6 +7,7 @@
  * verification of good and damaged logs.
  */
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -1077,6 +1078,62 @@ test_failed_state_allow(void **state)
 	free(l.buf);
 }
 
+/*
+ * Privsep: an engine's lines go over a SEQPACKET socket. When the socket is
+ * full they queue, the write event is armed, and they go out in order once
+ * the parent reads; with nothing queued the write event is not armed.
+ */
+static void
+test_remote_queue_flushes(void **state)
+{
+	struct fixture *fx = *state;
+	struct event_base *base = event_base_new();
+	struct audit *a;
+	unsigned char buf[8192];
+	int sv[2], snd = 4096, i, got = 0, last = -1, loops = 0;
+	ssize_t n;
+
+	assert_non_null(base);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+	assert_int_equal(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &snd,
+			     sizeof(snd)),
+	    0);
+	fx->ac.ac_fsync = AUDIT_FSYNC_NEVER;
+	a = open_audit(fx);
+	assert_int_equal(audit_remote(a, sv[0], base), 0);
+	for (i = 0; i < 400; i++) {
+		audit_begin(a, "http.request");
+		audit_add_int(a, "n", i);
+		assert_int_equal(audit_commit(a), 0);
+	}
+	/* One turn: the batch goes out until the socket is full. */
+	assert_int_equal(event_base_loop(base, EVLOOP_NONBLOCK), 0);
+	while (got < 400 && loops++ < 10000) {
+		n = recv(sv[1], buf, sizeof(buf) - 1, MSG_DONTWAIT);
+		if (n > 0) {
+			char *p;
+
+			buf[n] = '\0';
+			p = strstr((char *)buf + 1, "\"n\":");
+			assert_non_null(p);
+			/* In order, none lost, none twice. */
+			assert_int_equal(atoi(p + 4), last + 1);
+			last++;
+			got++;
+			continue;
+		}
+		assert_true(n == -1 && errno == EAGAIN);
+		assert_int_equal(event_base_loop(base, EVLOOP_NONBLOCK), 0);
+	}
+	assert_int_equal(got, 400);
+	/* Drained: no write event left armed (the loop has nothing). */
+	assert_int_equal(event_base_loop(base, EVLOOP_NONBLOCK), 0);
+	assert_int_equal(recv(sv[1], buf, sizeof(buf), MSG_DONTWAIT), -1);
+	audit_close(a);
+	close(sv[1]);
+	event_base_free(base);
+}
+
 static void
 test_interval_timer(void **state)
 {
@@ -1873,6 +1930,8 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_interval_timer, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(test_remote_queue_flushes,
+		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_policy_event, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_thread_order, setup,
