@@ -25,6 +25,7 @@
 #include <cjson/cJSON.h>
 
 #include "proxy/proxy.h"
+#include "tests/fuzz/fuzz_audit_file.h"
 #include "proxy/util/utf8.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -32,66 +33,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MAX_IN   (4 * AUDIT_VALUE_MAX)
 #define MAX_REPS 64
 
-static struct audit *aw;
-static int rfd = -1;
-static char path[512];
 static char line[AUDIT_LINE_MAX + 1];
 
 /* The input as the escaper should give it back, and where chars end. */
 static unsigned char want[3 * MAX_IN];
 static size_t bound[MAX_IN + 1]; /* bound[k]: bytes of want for k chars */
 static size_t nbound;
-
-static void
-check(int cond, const char *what)
-{
-	if (!cond) {
-		fprintf(stderr, "fuzz_audit_escape invariant broken: %s\n",
-		    what);
-		abort();
-	}
-}
-
-static void
-cleanup(void)
-{
-	char dir[512];
-	char *slash;
-
-	audit_close(aw);
-	if (rfd != -1)
-		close(rfd);
-	(void)unlink(path);
-	snprintf(dir, sizeof(dir), "%s", path);
-	if ((slash = strrchr(dir, '/')) != NULL) {
-		*slash = '\0';
-		(void)rmdir(dir);
-	}
-}
-
-static void
-init(void)
-{
-	const char *tmp = getenv("TMPDIR");
-	struct audit_conf ac;
-	char dir[400], why[256];
-
-	snprintf(dir, sizeof(dir), "%s/sluice-fuzz-audit-XXXXXX",
-	    tmp != NULL ? tmp : "/tmp");
-	check(mkdtemp(dir) != NULL, "mkdtemp");
-	snprintf(path, sizeof(path), "%s/audit.jsonl", dir);
-	memset(&ac, 0, sizeof(ac));
-	ac.ac_path = path;
-	ac.ac_fsync = AUDIT_FSYNC_NEVER;
-	ac.ac_chain = 1;
-	aw = audit_open(&ac, NULL, NULL, why, sizeof(why));
-	if (aw == NULL)
-		fprintf(stderr, "fuzz_audit_escape: %s\n", why);
-	check(aw != NULL, "audit_open");
-	rfd = open(path, O_RDONLY);
-	check(rfd != -1, "open the log");
-	atexit(cleanup);
-}
 
 /* What a reader should get back for s[0..len), and the char boundaries. */
 static void
@@ -270,7 +217,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1 || size - 1 > MAX_IN)
 		return 0;
 	if (aw == NULL)
-		init();
+		fz_audit_open("fuzz_audit_escape");
 	reps = (size_t)(data[0] & 0x3f) + 1;
 	keyed = data[0] & 0x80;
 	len = size - 1;

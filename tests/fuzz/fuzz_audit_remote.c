@@ -23,66 +23,17 @@
 #include <openssl/sha.h>
 
 #include "proxy/proxy.h"
+#include "tests/fuzz/fuzz_audit_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define TS_LEN 27
 
-static struct audit *aw;
-static int rfd = -1;
-static char path[512];
 static char line[AUDIT_LINE_MAX + 1];
 static char prev[AUDIT_LINE_MAX + 1];
 static size_t prevlen;
 static off_t at;
 static uint64_t seq;
-
-static void
-check(int ok, const char *what)
-{
-	if (!ok) {
-		fprintf(stderr, "fuzz_audit_remote: %s\n", what);
-		abort();
-	}
-}
-
-static void
-cleanup(void)
-{
-	char dir[512], *slash;
-
-	audit_close(aw);
-	if (rfd != -1)
-		close(rfd);
-	(void)unlink(path);
-	snprintf(dir, sizeof(dir), "%s", path);
-	if ((slash = strrchr(dir, '/')) != NULL) {
-		*slash = '\0';
-		(void)rmdir(dir);
-	}
-}
-
-static void
-init(void)
-{
-	const char *tmp = getenv("TMPDIR");
-	struct audit_conf ac;
-	char dir[400], why[256];
-
-	snprintf(dir, sizeof(dir), "%s/sluice-fuzz-remote-XXXXXX",
-	    tmp != NULL ? tmp : "/tmp");
-	check(mkdtemp(dir) != NULL, "mkdtemp");
-	snprintf(path, sizeof(path), "%s/audit.jsonl", dir);
-	memset(&ac, 0, sizeof(ac));
-	ac.ac_path = path;
-	ac.ac_fsync = AUDIT_FSYNC_NEVER;
-	ac.ac_chain = 1;
-	aw = audit_open(&ac, NULL, NULL, why, sizeof(why));
-	check(aw != NULL, "audit_open");
-	rfd = open(path, O_RDONLY);
-	check(rfd != -1, "open the log");
-	atexit(cleanup);
-}
 
 /* The line written since the last call, into line; its length. */
 static size_t
@@ -151,7 +102,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int sync, rc;
 
 	if (aw == NULL)
-		init();
+		fz_audit_open("fuzz_audit_remote");
 	rc = audit_remote_line(aw, data, size, &sync, why, sizeof(why));
 	len = new_line();
 	if (rc == -2) {
