@@ -105,6 +105,23 @@ def check_sluice(where, c, pod, policy, policy_path):
                     mode = v["secret"].get("defaultMode", 0o644)
                     d.check(mode & 0o077 == 0, "%s: key mode %o" % (
                         where, mode))
+    # The revocation list: watched, so it must see a ConfigMap's updates:
+    # a whole-directory configMap mount (a subPath mount never updates).
+    rf = policy["tokens"].get("revoked_file")
+    if rf is not None:
+        m = under(rf, mounts)
+        v = vols.get(m["name"]) if m else None
+        if d.check(v is not None and "configMap" in v,
+                   "%s: revoked_file %s not from a ConfigMap" % (where, rf)):
+            d.check(not m.get("subPath"),
+                    "%s: revoked_file by subPath (never updated)" % where)
+            d.check(m.get("readOnly") is True,
+                    "%s: revoked_file mount not read-only" % where)
+            d.check(posixpath.dirname(rf) == m["mountPath"].rstrip("/"),
+                    "%s: revoked_file %s not at the mount's top" % (
+                        where, rf))
+            c["_revoked"] = (v["configMap"]["name"],
+                             posixpath.basename(rf))
     probe = c.get("startupProbe") or {}
     cmd = (probe.get("exec") or {}).get("command")
     d.check(cmd == ["test", "-s", policy["ready_file"]],
@@ -167,6 +184,16 @@ for f in files:
         if policy is None:
             continue
         smounts = check_sluice(where, s, pod, policy, ppath)
+        if x["kind"] == "DaemonSet":
+            # A fleet revokes through one list on every node's gateway.
+            rv = s.get("_revoked")
+            if d.check(rv is not None, "%s: the gateway has no revoked_file "
+                       "from a ConfigMap" % where):
+                cms = {y["metadata"]["name"]: y for y in docs
+                       if y["kind"] == "ConfigMap"}
+                d.check(rv[0] in cms and rv[1] in cms[rv[0]].get("data", {}),
+                        "%s: ConfigMap %s with key %s not in the file" % (
+                            where, rv[0], rv[1]))
         if x["kind"] == "Pod":
             d.check(policy["netpolicy"]["mode"] == "sidecar", where)
             d.check(s in (pod.get("initContainers") or []) and
