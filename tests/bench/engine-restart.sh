@@ -16,29 +16,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 KILLS=${KILLS:-20}
 INTERVAL_S=${INTERVAL_S:-10.5}
-"$top/scripts/deps"
-cmake -S "$top" -B "$top/build/bench" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$top/build/bench" -j "$(nproc)" --target sluice \
-    -- --no-print-directory >/dev/null
-bin=$top/build/bench/proxy/sluice
-work=$(mktemp -d /tmp/sluice-restart.XXXXXX)
-chmod 755 "$work"
-ns=sl-restart-$$
-cleanup() { ip netns del "$ns" 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/key"
-chmod 600 "$work/key"
-mkdir -p "$work/state"
-# The upstream (198.18.0.2) need not exist: a request without a token is
-# refused (407) before any upstream is dialled.
-cat > "$work/policy.json" <<JSON
-{ "user": "64150",
-  "listeners": [ { "type": "forward", "listen": "127.0.0.1:3128" } ],
-  "tokens": { "keys": [ { "alg": "HS256", "secret_file": "$work/key" } ] },
-  "routes": [ { "audience": "m", "upstream": { "url": "https://198.18.0.2/" } } ],
-  "audit": { "path": "$work/audit.jsonl", "fsync": "interval" },
-  "netpolicy": { "mode": "sidecar" }, "state_dir": "$work/state" }
-JSON
+. "$here/minimal-policy.sh"
+minimal_policy restart
 ip netns add "$ns"
 ip -n "$ns" link set lo up
 ip netns exec "$ns" python3 - "$bin" "$work/policy.json" "$KILLS" \

@@ -8,27 +8,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 RUNS=${RUNS:-20}
-"$top/scripts/deps"
-cmake -S "$top" -B "$top/build/bench" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$top/build/bench" -j "$(nproc)" --target sluice \
-    -- --no-print-directory >/dev/null
-bin=$top/build/bench/proxy/sluice
-work=$(mktemp -d /tmp/sluice-ready.XXXXXX)
-chmod 755 "$work"
-ns=sl-ready-$$
-cleanup() { ip netns del "$ns" 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/key"
-chmod 600 "$work/key"
-mkdir -p "$work/state"
-cat > "$work/policy.json" <<JSON
-{ "user": "64150",
-  "listeners": [ { "type": "forward", "listen": "127.0.0.1:3128" } ],
-  "tokens": { "keys": [ { "alg": "HS256", "secret_file": "$work/key" } ] },
-  "routes": [ { "audience": "m", "upstream": { "url": "https://198.18.0.2/" } } ],
-  "audit": { "path": "$work/audit.jsonl", "fsync": "interval" },
-  "netpolicy": { "mode": "sidecar" }, "state_dir": "$work/state" }
-JSON
+. "$here/minimal-policy.sh"
+minimal_policy ready
 measure() { # measure [--no-netpolicy] -> ms on stdout
 	ip netns del "$ns" 2>/dev/null || true
 	ip netns add "$ns"
