@@ -138,6 +138,9 @@ load_key(struct cfctx *cx, const char *jp, const cJSON *it, size_t i)
 			return cf_err(cx, jp,
 			    "secret_file: %s: an HS256 secret needs at least 32 bytes",
 			    secret);
+		if (token_prepare() == -1)
+			return cf_err(cx, jp,
+			    "alg: HS256: OpenSSL has no HMAC-SHA256 here");
 	} else if (load_pubkey(cx, jp, pub, &k->tk_pkey) == -1)
 		return -1;
 	/* Removed by config_unlink_keys(), once "run" has it all loaded. */

@@ -719,6 +719,12 @@ hmac_template(void)
 	return tmpl;
 }
 
+int
+token_prepare(void)
+{
+	return hmac_template() != NULL ? 0 : -1;
+}
+
 /*
  * HMAC-SHA256 of data under key. The keyed context is freed (and so
  * cleansed by OpenSSL) before returning: no key-derived state outlives

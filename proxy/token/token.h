@@ -138,6 +138,15 @@ enum reason token_verify_jws(const struct token_key *keys, size_t nkeys,
  * hold the Ed25519 private key for EdDSA. Returns 0 with *outlen set
  * (may be NULL), or -1 when out is too small or signing failed.
  */
+/*
+ * Fetches from OpenSSL, now, what an HS256 verification needs (the HMAC
+ * template). Called when a policy's HS256 key is loaded: a first fetch
+ * that fails under memory pressure leaves OpenSSL 3.0's default provider
+ * answering "unsupported" for the rest of the process, which would refuse
+ * every token from then on; at load time such a failure refuses the policy
+ * instead. -1 when HMAC-SHA256 is not available.
+ */
+int token_prepare(void);
 int token_sign(const struct token_key *key, const char *header, size_t hlen,
     const char *payload, size_t plen, char *out, size_t cap, size_t *outlen);
 /*
