@@ -176,6 +176,7 @@ static int audit_remote_commit(struct audit *);
 static int audit_remote_wait(struct audit *);
 static int audit_remote_read(struct audit *);
 static void audit_remote_flush_cb(evutil_socket_t, short, void *);
+static void audit_remote_free(struct audit *);
 
 /*
  * Escape len bytes of s as the inside of a JSON string into dst, writing
@@ -1784,6 +1785,15 @@ audit_close(struct audit *a)
 {
 	if (a == NULL)
 		return;
+	if (a->a_rfd != -1) {
+		/* An engine's: no file of its own; the socket is the caller's.
+		 */
+		audit_remote_free(a);
+		free(a->a_head_path);
+		free(a->a_path);
+		free(a);
+		return;
+	}
 	/* Everything queued is written first: the last line is the last. */
 	audit_writer_stop(a);
 	if (a->a_unsynced && fsync(a->a_fd) == -1)
@@ -1865,6 +1875,27 @@ audit_remote_read(struct audit *a)
 			return -1;
 		audit_remote_state(a);
 	}
+}
+
+/* An engine's events and what is still queued (audit_close). */
+static void
+audit_remote_free(struct audit *a)
+{
+	struct audit_rq *q;
+	struct event **evs[] = { &a->a_rev, &a->a_rwev, &a->a_rflush };
+	size_t i;
+
+	for (i = 0; i < SL_NELEM(evs); i++) {
+		if (*evs[i] != NULL)
+			event_free(*evs[i]);
+		*evs[i] = NULL;
+	}
+	while ((q = a->a_rq) != NULL) {
+		a->a_rq = q->rq_next;
+		free(q);
+	}
+	a->a_rq_tail = &a->a_rq;
+	a->a_rq_bytes = 0;
 }
 
 /* Drop the first n queued messages (sent, or lost with an error). */
