@@ -132,13 +132,6 @@ token_authorization_is(const struct http1_msg *m, const char *tok, size_t len);
 enum reason token_verify_jws(const struct token_key *keys, size_t nkeys,
     const char *tok, size_t len);
 /*
- * Sign: out gets base64url(header) "." base64url(payload) "." base64url(
- * signature) and a NUL. header and payload are used as given (callers build
- * the JSON; tests use this to craft malformed tokens). key->tk_pkey must
- * hold the Ed25519 private key for EdDSA. Returns 0 with *outlen set
- * (may be NULL), or -1 when out is too small or signing failed.
- */
-/*
  * Fetches from OpenSSL, now, what an HS256 verification needs (the HMAC
  * template). Called when a policy's HS256 key is loaded: a first fetch
  * that fails under memory pressure leaves OpenSSL 3.0's default provider
@@ -147,6 +140,13 @@ enum reason token_verify_jws(const struct token_key *keys, size_t nkeys,
  * instead. -1 when HMAC-SHA256 is not available.
  */
 int token_prepare(void);
+/*
+ * Sign: out gets base64url(header) "." base64url(payload) "." base64url(
+ * signature) and a NUL. header and payload are used as given (callers build
+ * the JSON; tests use this to craft malformed tokens). key->tk_pkey must
+ * hold the Ed25519 private key for EdDSA. Returns 0 with *outlen set
+ * (may be NULL), or -1 when out is too small or signing failed.
+ */
 int token_sign(const struct token_key *key, const char *header, size_t hlen,
     const char *payload, size_t plen, char *out, size_t cap, size_t *outlen);
 /*
