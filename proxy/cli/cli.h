@@ -37,4 +37,24 @@ int cli_token_sign(const struct token_key *key, const char *sub,
     const char *const *aud, size_t naud, int64_t now, int64_t ttl,
     int64_t max_requests, char *out, size_t cap);
 
+/*
+ * phases.c: start lines ("phase":"start") waiting for their http.end or
+ * connect.end line, by id (docs/audit.md "Two lines with always").
+ * phases_start() keeps start (may be NULL; owned from then on, also on
+ * failure: -1, out of memory). phases_end() hands back the start line of
+ * id (the caller deletes it): 1, or 0 when there was none. phases_free()
+ * calls each (may be NULL) for every start line still open, then frees.
+ */
+struct cJSON;
+struct phases;
+struct phases *phases_new(void);
+int phases_is_end(const char *event);
+/* The id of a start line, or NULL when e is not one. */
+const char *phases_start_id(const struct cJSON *e);
+int phases_start(struct phases *, const char *id, struct cJSON *start);
+int phases_end(struct phases *, const char *id, struct cJSON **start);
+uint64_t phases_open(const struct phases *);
+void phases_free(struct phases *, void (*each)(struct cJSON *start, void *arg),
+    void *arg);
+
 #endif

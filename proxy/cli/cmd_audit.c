@@ -54,6 +54,8 @@ struct vpending {
 };
 
 struct vstate {
+	struct phases *vs_open; /* start lines not ended yet */
+	uint64_t vs_unstarted;  /* end lines without their start */
 	EVP_MD_CTX *vs_md;
 	FILE *vs_err;
 	uint64_t vs_lines;
@@ -146,6 +148,31 @@ verify_bytes(struct vstate *vs, const struct vline *l, const char *p,
 	return 0;
 }
 
+/*
+ * fsync "always" writes a start line (phase "start") and an http.end or
+ * connect.end line with the same id (docs/audit.md): count the starts
+ * that have no end (in flight when the log stopped) and the ends whose
+ * start is not in the files given (an earlier file left out). Neither
+ * breaks the chain. -1: out of memory.
+ */
+static int
+verify_phase(struct vstate *vs, const cJSON *j, const char *event)
+{
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
+	const char *sid;
+	cJSON *start;
+
+	if (phases_is_end(event) && cJSON_IsString(id)) {
+		if (phases_end(vs->vs_open, id->valuestring, &start) == 0)
+			vs->vs_unstarted++;
+		cJSON_Delete(start);
+		return 0;
+	}
+	if ((sid = phases_start_id(j)) == NULL)
+		return 0;
+	return phases_start(vs->vs_open, sid, NULL);
+}
+
 /* Parse one line into l (seq, prev); -1 after reporting why. */
 static int
 verify_parse(struct vstate *vs, struct vline *l, const char *p, size_t len)
@@ -204,6 +231,10 @@ verify_parse(struct vstate *vs, struct vline *l, const char *p, size_t len)
 	if (!cJSON_IsString(prev) ||
 	    verify_unhex(prev->valuestring, l->vl_prev) == -1) {
 		verify_fail(vs, l, "\"prev\" is not 64 lower-case hex digits");
+		goto out;
+	}
+	if (verify_phase(vs, j, ev->valuestring) == -1) {
+		verify_fail(vs, l, "out of memory");
 		goto out;
 	}
 	rc = 0;
@@ -421,6 +452,7 @@ audit_verify(const char *const *files, size_t nfiles, const char *head,
 	memset(&vs, 0, sizeof(vs));
 	vs.vs_err = err;
 	if ((vs.vs_md = EVP_MD_CTX_new()) == NULL ||
+	    (vs.vs_open = phases_new()) == NULL ||
 	    (buf = malloc(AUDIT_LINE_MAX)) == NULL) {
 		fprintf(err, "sluice: audit verify: out of memory\n");
 		rc = SL_EXIT_RUNTIME;
@@ -464,8 +496,19 @@ audit_verify(const char *const *files, size_t nfiles, const char *head,
 		    nfiles, vs.vs_lines, vs.vs_last.vl_seq, hex);
 	} else
 		fprintf(out, "ok: %zu file(s), 0 lines\n", nfiles);
+	if (phases_open(vs.vs_open) > 0)
+		fprintf(out,
+		    "note: %" PRIu64 " request(s) started and not ended (in "
+		    "flight when the log stopped, or ended in a later file)\n",
+		    phases_open(vs.vs_open));
+	if (vs.vs_unstarted > 0)
+		fprintf(out,
+		    "note: %" PRIu64 " end line(s) without their start line "
+		    "(started in an earlier file)\n",
+		    vs.vs_unstarted);
 	rc = SL_EXIT_OK;
 out:
+	phases_free(vs.vs_open, NULL, NULL);
 	free(buf);
 	EVP_MD_CTX_free(vs.vs_md);
 	return rc;

@@ -417,26 +417,75 @@ table_print(struct stat_table *t, const char *const head[3], int nkeys)
 		    VIEW_MAX_ROWS);
 }
 
+struct stats {
+	struct stat_table byroute, bysub;
+	struct phases *open; /* start lines waiting for their end */
+	int failed;          /* out of memory */
+};
+
+/*
+ * Count one request: who from its start line (or the line itself), how
+ * it went from its end line (or the line itself).
+ */
 static int
-stats_line(struct stat_table *byroute, struct stat_table *bysub, const cJSON *e)
+stats_count(struct stats *st, const cJSON *who, const cJSON *how)
 {
-	const char *ev = jstr(e, "event");
-	uint64_t c = jcount(e), bin = 0, bout = 0;
+	uint64_t c = jcount(how), bin = 0, bout = 0;
 	double d;
 
+	if (jnum(how, "bytes_in", &d) && d > 0)
+		bin = (uint64_t)d;
+	if (jnum(how, "bytes_out", &d) && d > 0)
+		bout = (uint64_t)d;
+	if (row_add(&st->byroute, jstr_or(who, "route"),
+		jstr_or(how, "decision"), jstr_or(how, "reason"), c, bin,
+		bout) == -1)
+		return -1;
+	return row_add(&st->bysub, jstr_or(who, "sub"),
+	    jstr_or(how, "decision"), "", c, bin, bout);
+}
+
+/* A start line that never ended: counted as it started. */
+static void
+stats_open_cb(cJSON *start, void *arg)
+{
+	struct stats *st = arg;
+
+	if (start != NULL && stats_count(st, start, start) == -1)
+		st->failed = 1;
+}
+
+/*
+ * fsync "always" writes two lines per forwarded request (docs/audit.md):
+ * the start line is kept until its end line comes, and the pair counts
+ * once. Takes e (deletes it, or keeps it as a start line).
+ */
+static int
+stats_line(struct stats *st, cJSON *e)
+{
+	const char *ev = jstr(e, "event"), *id;
+	cJSON *start;
+	int rc = 0;
+
+	if (ev != NULL && phases_is_end(ev) && (id = jstr(e, "id")) != NULL) {
+		if (phases_end(st->open, id, &start) == 1) {
+			rc = stats_count(st, start, e);
+			cJSON_Delete(start);
+		}
+		cJSON_Delete(e);
+		return rc;
+	}
 	if (ev == NULL ||
 	    (strcmp(ev, "http.request") != 0 &&
-		strcmp(ev, "connect.tunnel") != 0))
+		strcmp(ev, "connect.tunnel") != 0)) {
+		cJSON_Delete(e);
 		return 0;
-	if (jnum(e, "bytes_in", &d) && d > 0)
-		bin = (uint64_t)d;
-	if (jnum(e, "bytes_out", &d) && d > 0)
-		bout = (uint64_t)d;
-	if (row_add(byroute, jstr_or(e, "route"), jstr_or(e, "decision"),
-		jstr_or(e, "reason"), c, bin, bout) == -1)
-		return -1;
-	return row_add(bysub, jstr_or(e, "sub"), jstr_or(e, "decision"), "", c,
-	    bin, bout);
+	}
+	if ((id = phases_start_id(e)) != NULL)
+		return phases_start(st->open, id, e);
+	rc = stats_count(st, e, e);
+	cJSON_Delete(e);
+	return rc;
 }
 
 static int
@@ -444,7 +493,7 @@ audit_stats(int argc, char **argv)
 {
 	static const char *const h1[3] = { "route", "decision", "reason" };
 	static const char *const h2[3] = { "sub", "decision", "" };
-	struct stat_table byroute = { NULL, 0, 0 }, bysub = { NULL, 0, 0 };
+	struct stats st = { { NULL, 0, 0 }, { NULL, 0, 0 }, NULL, 0 };
 	uint64_t lines = 0, bad = 0;
 	char *buf;
 	int i, rc = SL_EXIT_OK;
@@ -458,8 +507,12 @@ audit_stats(int argc, char **argv)
 		(void)fputs(stats_usage, stderr);
 		return SL_EXIT_USAGE;
 	}
-	if ((buf = malloc(VIEW_LINE_MAX + 1)) == NULL)
+	if ((st.open = phases_new()) == NULL)
 		return SL_EXIT_RUNTIME;
+	if ((buf = malloc(VIEW_LINE_MAX + 1)) == NULL) {
+		phases_free(st.open, NULL, NULL);
+		return SL_EXIT_RUNTIME;
+	}
 	for (i = 1; i < argc && rc == SL_EXIT_OK; i++) {
 		FILE *f = fopen(argv[i], "r");
 
@@ -477,24 +530,27 @@ audit_stats(int argc, char **argv)
 				bad++;
 				continue;
 			}
-			if (stats_line(&byroute, &bysub, e) == -1)
+			if (stats_line(&st, e) == -1)
 				rc = SL_EXIT_RUNTIME;
-			cJSON_Delete(e);
 		}
 		(void)fclose(f);
 	}
 	free(buf);
+	/* Requests in flight when the log stopped count as they started. */
+	phases_free(st.open, stats_open_cb, &st);
+	if (st.failed)
+		rc = SL_EXIT_RUNTIME;
 	if (rc == SL_EXIT_OK) {
-		table_print(&byroute, h1, 3);
+		table_print(&st.byroute, h1, 3);
 		printf("\n");
-		table_print(&bysub, h2, 2);
+		table_print(&st.bysub, h2, 2);
 		printf("\n%" PRIu64 " lines", lines);
 		if (bad > 0)
 			printf(", %" PRIu64 " not JSON (skipped)", bad);
 		printf("\n");
 	}
-	table_free(&byroute);
-	table_free(&bysub);
+	table_free(&st.byroute);
+	table_free(&st.bysub);
 	return rc;
 }
 

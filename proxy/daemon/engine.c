@@ -63,6 +63,7 @@
 #define ENGINE_BACKOFF_MAX 5000              /* ms */
 #define ENGINE_STABLE_S    10  /* lived this long: the next restart at once */
 #define ENGINE_AUDIT_BATCH 256 /* datagrams taken per wake */
+#define ENGINE_ACK_RING    512 /* waiting lines of one engine */
 #define ENGINE_REVFILE_MAX (CHAN_MAX_PAYLOAD)
 #define ENGINE_FD_HEADROOM 64
 
@@ -76,7 +77,21 @@ struct engine {
 	struct chan *e_ch;
 	int e_afd;
 	struct event *e_aev;
-	uint64_t e_acked;
+	/*
+	 * Waiting lines ('S'), answered in the order they came, each once
+	 * its own line is durable or lost: a wait per line (struct
+	 * audit_wait knows the line's place in the chain, also across a
+	 * failed write), in a ring; a full ring stops the reading.
+	 */
+	struct engine_ack {
+		struct audit_wait ea_wait;
+		struct engine *ea_e;
+		int ea_done, ea_ok;
+	} e_ring[ENGINE_ACK_RING];
+	uint64_t e_rhead, e_rtail; /* next to answer, next free */
+	uint64_t e_acked;          /* answers sent */
+	int e_rfull;               /* reading stopped: the ring is full */
+	int e_reaped;              /* gone: its last lines, nobody waits */
 	struct timespec e_born;
 };
 
@@ -346,47 +361,101 @@ engine_parent_end_cb(struct chan *ch, const char *why, void *arg)
 	e->e_ch = NULL;
 }
 
+/* Send the answers that are due, in order; read on when there is room. */
+static void
+engine_audit_flush(struct engine *e)
+{
+	struct engine_ack *ea;
+
+	while (e->e_rhead != e->e_rtail &&
+	    (ea = &e->e_ring[e->e_rhead % ENGINE_ACK_RING])->ea_done) {
+		e->e_rhead++;
+		e->e_acked++;
+		if (e->e_afd != -1)
+			(void)audit_remote_reply(e->e_afd, 0, ea->ea_ok,
+			    e->e_acked);
+	}
+	if (e->e_rfull && e->e_rtail - e->e_rhead < ENGINE_ACK_RING &&
+	    e->e_aev != NULL) {
+		e->e_rfull = 0;
+		(void)event_add(e->e_aev, NULL);
+		event_active(e->e_aev, EV_READ, 0);
+	}
+}
+
+static void
+engine_audit_ack_cb(void *arg, int ok)
+{
+	struct engine_ack *ea = arg;
+
+	ea->ea_done = 1;
+	ea->ea_ok = ok;
+	engine_audit_flush(ea->ea_e);
+}
+
+/* Forget the waits of an engine that is gone (nobody to answer). */
+static void
+engine_audit_forget(struct engine *e)
+{
+	for (; e->e_rhead != e->e_rtail; e->e_rhead++)
+		audit_wait_cancel(eg.env->pe_audit,
+		    &e->e_ring[e->e_rhead % ENGINE_ACK_RING].ea_wait);
+}
+
 /* Chain and write what the engine sent; kill it when it is not a line. */
 static void
 engine_audit_cb(evutil_socket_t fd, short what, void *arg)
 {
 	static unsigned char buf[AUDIT_LINE_MAX + 256];
 	struct engine *e = arg;
+	struct engine_ack *ea;
 	char why[256];
 	ssize_t n;
 	int i, sync, rc;
 
 	(void)what;
 	for (i = 0; i < ENGINE_AUDIT_BATCH; i++) {
+		if (e->e_rtail - e->e_rhead == ENGINE_ACK_RING &&
+		    !e->e_reaped) {
+			/* Waits enough: read on once some are answered. */
+			e->e_rfull = 1;
+			event_del(e->e_aev);
+			break;
+		}
 		n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
 		if (n == -1 && errno == EINTR)
 			continue;
 		if (n == -1 || n == 0) {
 			if (n == 0 && e->e_aev != NULL)
 				event_del(e->e_aev);
-			return;
+			break;
 		}
 		if ((size_t)n > sizeof(buf)) {
 			engine_kill(e, "an audit line over the size limit");
 			event_del(e->e_aev);
 			return;
 		}
+		ea = &e->e_ring[e->e_rtail % ENGINE_ACK_RING];
+		memset(ea, 0, sizeof(*ea));
+		ea->ea_e = e;
 		rc = audit_remote_line(eg.env->pe_audit, buf, (size_t)n, &sync,
+		    e->e_reaped ? NULL : &ea->ea_wait, engine_audit_ack_cb, ea,
 		    why, sizeof(why));
 		if (rc == -2) {
 			engine_kill(e, why);
 			event_del(e->e_aev);
 			return;
 		}
-		/* A waiting line is answered once durable (as fsync "always").
-		 */
-		if (sync && rc == 0 && audit_sync(eg.env->pe_audit) == -1)
-			rc = -1;
-		if (sync) {
-			e->e_acked++;
-			(void)audit_remote_reply(fd, 0, rc == 0, e->e_acked);
+		if (!sync || e->e_reaped)
+			continue;
+		/* Answered now, or from the loop: in order either way. */
+		e->e_rtail++;
+		if (rc != 1) {
+			ea->ea_done = 1;
+			ea->ea_ok = rc == 0;
 		}
 	}
+	engine_audit_flush(e);
 }
 
 static void
@@ -470,6 +539,8 @@ engine_reaped(struct engine *e, int status)
 	struct timespec born = e->e_born;
 
 	/* The lines it sent before it died are still in the socket. */
+	e->e_reaped = 1;
+	engine_audit_forget(e);
 	if (e->e_afd != -1)
 		engine_audit_cb(e->e_afd, EV_READ, e);
 	if (e->e_ch != NULL)
@@ -1079,6 +1150,7 @@ engine_forget_parent(void)
 
 		if (e->e_pid <= 0)
 			continue;
+		engine_audit_forget(e);
 		if (e->e_ch != NULL)
 			chan_free(e->e_ch);
 		if (e->e_aev != NULL)

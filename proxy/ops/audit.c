@@ -76,11 +76,12 @@ struct audit_writer {
 	uint64_t w_epoch; /* +1 each time queued lines were dropped */
 	uint64_t w_sync_req, w_sync_done;
 	enum audit_fsync w_fsync;
-	int w_busy;   /* writing or syncing outside the lock */
-	int w_hold;   /* the loop has the file: touch nothing */
-	int w_parked; /* held, and waiting (no lock but w_mu, released) */
-	int w_stop;   /* finish what is queued, then return */
-	int w_notify; /* wake the loop after each good batch too */
+	int w_busy;     /* writing or syncing outside the lock */
+	int w_hold;     /* the loop has the file: touch nothing */
+	int w_parked;   /* held, and waiting (no lock but w_mu, released) */
+	int w_stop;     /* finish what is queued, then return */
+	int w_notify;   /* wake the loop after each good batch too */
+	int w_wake_dur; /* the loop waits for durability (struct audit_wait) */
 	/* Failures the loop has not seen yet. */
 	uint64_t w_nfail;
 	uint64_t w_fails; /* ever */
@@ -144,6 +145,12 @@ struct audit {
 	/* The parent: told when the failed state starts or ends. */
 	audit_state_cb *a_state_cb;
 	void *a_state_arg;
+	/*
+	 * Waits for durability (audit_commit_wait()), in commit order; run
+	 * from a_wev, so that no callback runs inside a commit.
+	 */
+	TAILQ_HEAD(audit_waits, audit_wait) a_waits;
+	struct event *a_wev;
 	char a_line[AUDIT_LINE_MAX];
 };
 
@@ -172,11 +179,16 @@ static void audit_release(struct audit *);
 static void audit_remote_begin(struct audit *, const char *event);
 static void
 audit_begin_ts(struct audit *, const char *event, const char *given);
-static int audit_remote_commit(struct audit *);
+static int audit_remote_commit(struct audit *, struct audit_wait *,
+    audit_wait_cb *, void *);
+static void audit_waits_drop(struct audit *);
+static void audit_waits_cb(evutil_socket_t, short, void *);
 static int audit_remote_wait(struct audit *);
 static int audit_remote_read(struct audit *);
 static void audit_remote_flush_cb(evutil_socket_t, short, void *);
 static void audit_remote_free(struct audit *);
+static void audit_waits_run(struct audit *);
+static void audit_waits_lose(struct audit *);
 
 /*
  * Escape len bytes of s as the inside of a JSON string into dst, writing
@@ -636,7 +648,7 @@ audit_commit(struct audit *a)
 	if (!a->a_building)
 		return -1;
 	if (a->a_rfd != -1)
-		return audit_remote_commit(a);
+		return audit_remote_commit(a, NULL, NULL, NULL);
 	a->a_building = 0;
 	if (a->a_overflow) {
 		memcpy(a->a_line + a->a_len, ",\"overflow\":true", 16);
@@ -745,7 +757,7 @@ audit_thread_write(struct audit *a)
 		memcpy(w->w_hash, hash, sizeof(hash));
 		if (!a->a_unsynced)
 			w->w_dseq = seq;
-		if (w->w_notify)
+		if (w->w_notify || (w->w_wake_dur && !a->a_unsynced))
 			audit_wake(w);
 	} else {
 		/*
@@ -778,7 +790,7 @@ audit_thread_sync(struct audit *a)
 	w->w_busy = 0;
 	if (rc == 0) {
 		w->w_dseq = seq;
-		if (w->w_notify)
+		if (w->w_notify || w->w_wake_dur)
 			audit_wake(w);
 	} else
 		audit_thread_fail(w, "fsync of", err);
@@ -853,9 +865,10 @@ static void
 audit_poll(struct audit *a)
 {
 	struct audit_writer *w = a->a_w;
+	struct audit_wait *aw;
 	const char *what;
-	uint64_t n, fseq, wseq;
-	int err, moved = 0;
+	uint64_t n, fseq, wseq, dseq;
+	int err, moved = 0, lost = 0;
 
 	if (w == NULL)
 		return;
@@ -873,7 +886,23 @@ audit_poll(struct audit *a)
 		moved = 1;
 	}
 	wseq = w->w_seq;
+	dseq = w->w_dseq;
 	pthread_mutex_unlock(&w->w_mu);
+	/*
+	 * Lines of an older epoch past the last durable one were lost (no
+	 * line of the new epoch is queued before the loop has seen it).
+	 */
+	if (moved) {
+		TAILQ_FOREACH(aw, &a->a_waits, aw_entry) {
+			if (aw->aw_done || aw->aw_epoch == a->a_epoch)
+				continue;
+			aw->aw_done = 1;
+			aw->aw_ok = aw->aw_seq <= dseq;
+			lost = 1;
+		}
+	}
+	if (lost)
+		event_active(a->a_wev, EV_TIMEOUT, 0);
 	if (n > 0) {
 		if (moved || fseq > a->a_fail_seq)
 			a->a_fail_seq = fseq;
@@ -896,13 +925,14 @@ audit_wake_cb(evutil_socket_t fd, short what, void *arg)
 	n = read(fd, &v, sizeof(v));
 	(void)n;
 	audit_poll(arg);
+	audit_waits_run(arg);
 }
 
 /*
  * Hand the line in a_line (len bytes, newline included; hash h) to the
  * thread. The queue holds at most AUDIT_QUEUE_MAX bytes (queued and being
- * written): a line that does not fit is a failed write. With "always" wait
- * until the line is durable (or lost).
+ * written): a line that does not fit is a failed write. Nobody waits here,
+ * whatever the fsync mode: audit_commit_wait() waits from the loop.
  */
 static int
 audit_enqueue(struct audit *a, size_t len, const unsigned char h[32])
@@ -910,8 +940,6 @@ audit_enqueue(struct audit *a, size_t len, const unsigned char h[32])
 	struct audit_writer *w = a->a_w;
 	size_t ncap;
 	char *nb;
-	uint64_t seq;
-	int ok;
 
 	pthread_mutex_lock(&w->w_mu);
 	if (w->w_epoch != a->a_epoch) {
@@ -949,17 +977,8 @@ audit_enqueue(struct audit *a, size_t len, const unsigned char h[32])
 	w->w_qseq = a->a_seq;
 	memcpy(w->w_qhash, h, sizeof(w->w_qhash));
 	pthread_cond_signal(&w->w_work);
-	if (a->a_fsync != AUDIT_FSYNC_ALWAYS) {
-		pthread_mutex_unlock(&w->w_mu);
-		return 0;
-	}
-	seq = a->a_seq;
-	while (w->w_dseq < seq && w->w_epoch == a->a_epoch)
-		pthread_cond_wait(&w->w_prog, &w->w_mu);
-	ok = w->w_epoch == a->a_epoch;
 	pthread_mutex_unlock(&w->w_mu);
-	audit_poll(a);
-	return ok ? 0 : -1;
+	return 0;
 full:
 	audit_fail(a, "queueing a line for");
 	a->a_fail_seq = a->a_seq;
@@ -1080,7 +1099,10 @@ audit_writer_start(struct audit *a, struct event_base *base)
 	if ((w->w_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) == -1 ||
 	    (w->w_ev = event_new(base, w->w_efd, EV_READ | EV_PERSIST,
 		 audit_wake_cb, a)) == NULL ||
-	    event_add(w->w_ev, NULL) == -1) {
+	    event_add(w->w_ev, NULL) == -1 ||
+	    (a->a_wev == NULL &&
+		(a->a_wev = event_new(base, -1, 0, audit_waits_cb, a)) ==
+		    NULL)) {
 		audit_writer_free(w);
 		return -1;
 	}
@@ -1156,6 +1178,141 @@ audit_sync(struct audit *a)
 	pthread_mutex_unlock(&w->w_mu);
 	audit_poll(a);
 	return bad || a->a_failed ? -1 : 0;
+}
+
+/*
+ * Queue a wait for line seq (or, remote, 'S' line seq) behind the others.
+ * The thread is told to wake the loop once lines become durable; one that
+ * already is, is answered on the next turn of the loop.
+ */
+static void
+audit_wait_add(struct audit *a, struct audit_wait *aw, uint64_t seq,
+    audit_wait_cb *cb, void *arg)
+{
+	struct audit_writer *w = a->a_w;
+	int done = 0;
+
+	aw->aw_seq = seq;
+	aw->aw_epoch = a->a_epoch;
+	aw->aw_cb = cb;
+	aw->aw_arg = arg;
+	aw->aw_done = aw->aw_ok = 0;
+	aw->aw_on = 1;
+	TAILQ_INSERT_TAIL(&a->a_waits, aw, aw_entry);
+	if (w != NULL) {
+		pthread_mutex_lock(&w->w_mu);
+		w->w_wake_dur = 1;
+		done = w->w_dseq >= seq || w->w_epoch != aw->aw_epoch;
+		pthread_mutex_unlock(&w->w_mu);
+	}
+	if (done)
+		event_active(a->a_wev, EV_TIMEOUT, 0);
+}
+
+/* Answer every wait whose line is durable or lost, in order. */
+static void
+audit_waits_run(struct audit *a)
+{
+	struct audit_writer *w = a->a_w;
+	struct audit_wait *aw;
+	uint64_t dseq = 0;
+
+	if (w != NULL) {
+		audit_poll(a);
+		pthread_mutex_lock(&w->w_mu);
+		dseq = w->w_dseq;
+		pthread_mutex_unlock(&w->w_mu);
+	}
+	/* A callback may commit (a new wait goes to the tail) or cancel. */
+	while ((aw = TAILQ_FIRST(&a->a_waits)) != NULL) {
+		if (!aw->aw_done) {
+			if (w == NULL || aw->aw_epoch != a->a_epoch ||
+			    aw->aw_seq > dseq)
+				break;
+			aw->aw_ok = 1;
+		}
+		TAILQ_REMOVE(&a->a_waits, aw, aw_entry);
+		aw->aw_on = 0;
+		aw->aw_cb(aw->aw_arg, aw->aw_ok || a->a_allow);
+	}
+	if (w != NULL && TAILQ_EMPTY(&a->a_waits)) {
+		pthread_mutex_lock(&w->w_mu);
+		w->w_wake_dur = 0;
+		pthread_mutex_unlock(&w->w_mu);
+	}
+}
+
+static void
+audit_waits_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	audit_waits_run(arg);
+}
+
+/* Every wait still open is lost (the parent's channel is gone). */
+static void
+audit_waits_lose(struct audit *a)
+{
+	struct audit_wait *aw;
+
+	TAILQ_FOREACH(aw, &a->a_waits, aw_entry) {
+		if (!aw->aw_done)
+			aw->aw_done = 1, aw->aw_ok = 0;
+	}
+	if (!TAILQ_EMPTY(&a->a_waits))
+		event_active(a->a_wev, EV_TIMEOUT, 0);
+}
+
+/* Forget every wait without answering it (the writer goes away). */
+static void
+audit_waits_drop(struct audit *a)
+{
+	struct audit_wait *aw;
+
+	while ((aw = TAILQ_FIRST(&a->a_waits)) != NULL) {
+		TAILQ_REMOVE(&a->a_waits, aw, aw_entry);
+		aw->aw_on = 0;
+	}
+}
+
+int
+audit_durable(const struct audit *a)
+{
+	return a != NULL && a->a_fsync == AUDIT_FSYNC_ALWAYS;
+}
+
+int
+audit_commit_wait(struct audit *a, struct audit_wait *aw, audit_wait_cb *cb,
+    void *arg)
+{
+	int rc;
+
+	if (a == NULL)
+		return 0;
+	if (!a->a_building)
+		return -1;
+	if (a->a_fsync != AUDIT_FSYNC_ALWAYS || a->a_wev == NULL ||
+	    (a->a_rfd == -1 && a->a_w == NULL)) {
+		/* Inline: written (and fsynced, "always") on return. */
+		rc = audit_commit(a);
+		return rc == -1 && !a->a_allow ? -1 : 0;
+	}
+	if (a->a_rfd != -1)
+		return audit_remote_commit(a, aw, cb, arg);
+	if (audit_commit(a) == -1)
+		return a->a_allow ? 0 : -1;
+	audit_wait_add(a, aw, a->a_seq, cb, arg);
+	return 1;
+}
+
+void
+audit_wait_cancel(struct audit *a, struct audit_wait *aw)
+{
+	if (a == NULL || aw == NULL || !aw->aw_on)
+		return;
+	TAILQ_REMOVE(&a->a_waits, aw, aw_entry);
+	aw->aw_on = 0;
 }
 
 int
@@ -1545,6 +1702,7 @@ audit_open(const struct audit_conf *ac, const char *state_dir,
 	a->a_fd = -1;
 	a->a_rfd = -1;
 	a->a_cut = -1;
+	TAILQ_INIT(&a->a_waits);
 	clock_gettime(CLOCK_MONOTONIC, &a->a_synced);
 	if (audit_set_conf(a, ac, why, whylen) == -1)
 		goto fail;
@@ -1584,6 +1742,8 @@ audit_open(const struct audit_conf *ac, const char *state_dir,
 	}
 	return a;
 fail:
+	if (a->a_wev != NULL)
+		event_free(a->a_wev);
 	if (a->a_fd != -1)
 		close(a->a_fd);
 	a->a_fd = -1;
@@ -1785,6 +1945,10 @@ audit_close(struct audit *a)
 {
 	if (a == NULL)
 		return;
+	audit_waits_drop(a);
+	if (a->a_wev != NULL)
+		event_free(a->a_wev);
+	a->a_wev = NULL;
 	if (a->a_rfd != -1) {
 		/* An engine's: no file of its own; the socket is the caller's.
 		 */
@@ -1851,6 +2015,26 @@ audit_remote_state(struct audit *a)
 	a->a_failed = failed;
 }
 
+/* The waits up to a_racked are answered ok (or not). */
+static void
+audit_remote_acked(struct audit *a, int ok)
+{
+	struct audit_wait *aw;
+	int any = 0;
+
+	TAILQ_FOREACH(aw, &a->a_waits, aw_entry) {
+		if (aw->aw_seq > a->a_racked)
+			break;
+		if (!aw->aw_done) {
+			aw->aw_done = 1;
+			aw->aw_ok = ok;
+			any = 1;
+		}
+	}
+	if (any)
+		event_active(a->a_wev, EV_TIMEOUT, 0);
+}
+
 /* Take in what the parent sent. -1: the channel is over or malformed. */
 static int
 audit_remote_read(struct audit *a)
@@ -1866,9 +2050,13 @@ audit_remote_read(struct audit *a)
 			return -1;
 		if (m.ar_kind == AUDIT_RKIND_ACK && m.ar_n <= a->a_rsent &&
 		    m.ar_n >= a->a_racked) {
+			/*
+			 * The answer for the lines waited on only: the
+			 * parent's failed state comes as its own message
+			 * (an ack may arrive after the state it had ended).
+			 */
 			a->a_racked = m.ar_n;
-			if (m.ar_val != 1)
-				a->a_rparent = 1;
+			audit_remote_acked(a, m.ar_val == 1);
 		} else if (m.ar_kind == AUDIT_RKIND_STATE && m.ar_val <= 1)
 			a->a_rparent = (int)m.ar_val;
 		else
@@ -1981,6 +2169,7 @@ audit_remote_cb(evutil_socket_t fd, short what, void *arg)
 		a->a_rparent = 1;
 		a->a_allow = 0;
 		audit_remote_state(a);
+		audit_waits_lose(a);
 		(void)event_del(a->a_rev);
 		(void)event_del(a->a_rwev);
 		return;
@@ -2045,22 +2234,27 @@ audit_remote_wait(struct audit *a)
 		errno = EIO;
 		a->a_rparent = 1;
 		audit_remote_state(a);
+		audit_waits_lose(a);
 		return -1;
 	}
 	return a->a_rparent ? -1 : 0;
 }
 
+/*
+ * Send a line to the parent; with aw, wait for its ack (returns 1).
+ */
 static int
-audit_remote_commit(struct audit *a)
+audit_remote_commit(struct audit *a, struct audit_wait *aw, audit_wait_cb *cb,
+    void *arg)
 {
 	unsigned char kind, elen;
 	struct iovec iov[5];
 	size_t len;
 	/*
-	 * Failed: the line waits for the parent's answer, which says whether
+	 * Failed: the line asks for the parent's answer, which says whether
 	 * the write that ends the failed state went through.
 	 */
-	int sync = a->a_fsync == AUDIT_FSYNC_ALWAYS || a->a_failed;
+	int sync = aw != NULL || a->a_failed;
 
 	a->a_building = 0;
 	if (a->a_overflow) {
@@ -2079,7 +2273,14 @@ audit_remote_commit(struct audit *a)
 		return -1;
 	if (sync) {
 		a->a_rsent++;
-		return audit_remote_wait(a);
+		if (aw != NULL)
+			audit_wait_add(a, aw, a->a_rsent, cb, arg);
+		/* Someone waits: send it now, not at the end of the turn. */
+		(void)audit_remote_flush(a);
+		audit_remote_arm(a);
+		if (aw != NULL)
+			return 1;
+		return a->a_failed ? -1 : 0;
 	}
 	/*
 	 * Sent once the callbacks of this turn of the loop are done (a zero
@@ -2134,7 +2335,12 @@ audit_remote(struct audit *a, int fd, struct event_base *base)
 	a->a_rfull = a->a_rparent = 0;
 	a->a_failed = 0;
 	a->a_state_cb = NULL;
-	if ((a->a_rev = event_new(base, fd, EV_READ | EV_PERSIST,
+	/* The parent's waits are its engines', not this one's. */
+	audit_waits_drop(a);
+	if (a->a_wev != NULL)
+		event_free(a->a_wev);
+	if ((a->a_wev = event_new(base, -1, 0, audit_waits_cb, a)) == NULL ||
+	    (a->a_rev = event_new(base, fd, EV_READ | EV_PERSIST,
 		 audit_remote_cb, a)) == NULL ||
 	    event_add(a->a_rev, NULL) == -1 ||
 	    (a->a_rwev = event_new(base, fd, EV_WRITE, audit_remote_cb, a)) ==
@@ -2312,7 +2518,8 @@ audit_fields_ok(const unsigned char *p, size_t n)
 
 int
 audit_remote_line(struct audit *a, const unsigned char *m, size_t len,
-    int *sync, char *why, size_t whylen)
+    int *sync, struct audit_wait *aw, audit_wait_cb *cb, void *arg, char *why,
+    size_t whylen)
 {
 	char ts[AUDIT_TS_LEN + 1], event[AUDIT_EVENT_MAX + 1];
 	size_t elen, flen;
@@ -2349,6 +2556,8 @@ audit_remote_line(struct audit *a, const unsigned char *m, size_t len,
 	audit_begin_ts(a, event, ts);
 	if (audit_put(a, (const char *)f, flen) == -1)
 		a->a_overflow = 1;
+	if (*sync && aw != NULL)
+		return audit_commit_wait(a, aw, cb, arg);
 	return audit_commit(a);
 }
 

@@ -5,6 +5,7 @@
 #ifndef SLUICE_OPS_H
 #define SLUICE_OPS_H
 
+#include <sys/queue.h>
 #include <sys/types.h>
 
 #include <stddef.h>
@@ -41,6 +42,18 @@ struct budget;
 #define AUDIT_QUEUE_MAX ((size_t)8 << 20) /* bytes queued for the thread */
 
 struct audit;
+/* A wait for a line to be durable: audit_commit_wait(), below. */
+typedef void audit_wait_cb(void *arg, int ok);
+struct audit_wait {
+	TAILQ_ENTRY(audit_wait) aw_entry;
+	uint64_t aw_seq;   /* the line's seq, or an engine's 'S' count */
+	uint64_t aw_epoch; /* the writer thread's epoch at commit */
+	audit_wait_cb *aw_cb;
+	void *aw_arg;
+	int aw_on;   /* queued on the writer */
+	int aw_done; /* answered (aw_ok), the callback not run yet */
+	int aw_ok;
+};
 #define AUDIT_EVENT_MAX 64 /* bytes of an event name */
 /*
  * Open (or create, mode 0640) conf->ac_path for appending and resume the
@@ -70,13 +83,15 @@ void audit_close(struct audit *);
  * writer into a client of the parent's: lines go over fd (the engine's end
  * of a SOCK_SEQPACKET socketpair, watched on base), the parent chains and
  * writes them; the inherited file and writer thread are let go (a thread
- * does not survive fork: its lock is never touched). With fsync "always"
- * audit_commit() waits for the parent's ack that the line is durable.
+ * does not survive fork: its lock is never touched). audit_commit_wait()
+ * waits for the parent's ack that the line is durable.
  * audit_remote_drain() sends what is queued (before the engine exits).
  * In the parent, audit_remote_line() takes one datagram from an engine:
  * -2 with why when it is not one sluice's engine writes (the engine is
  * then broken), else as audit_commit(); *sync says the engine waits for
- * audit_remote_reply(fd, 0, ok, lines acked so far). audit_on_state()
+ * audit_remote_reply(fd, 0, ok, lines answered so far), one answer per
+ * such line, in order. For such a line with aw, the line is committed as
+ * audit_commit_wait() does (1: cb(arg, ok) follows). audit_on_state()
  * tells the parent when its writer's failed state starts or ends, for
  * audit_remote_reply(fd, 1, failed, 0) to every engine.
  */
@@ -92,7 +107,8 @@ void audit_fork_done(struct audit *);
 int audit_remote(struct audit *, int fd, struct event_base *base);
 int audit_remote_drain(struct audit *, int timeout_ms);
 int audit_remote_line(struct audit *, const unsigned char *msg, size_t len,
-    int *sync, char *why, size_t whylen);
+    int *sync, struct audit_wait *aw, audit_wait_cb *cb, void *arg, char *why,
+    size_t whylen);
 int audit_remote_reply(int fd, int state, int ok, uint64_t n);
 void audit_on_state(struct audit *, audit_state_cb *, void *arg);
 /* Non-zero while in the failed state with on_error "deny". */
@@ -133,9 +149,9 @@ void audit_add_hex(struct audit *, const char *key, const unsigned char *p,
  * could not be written: it is then dropped (seq and prev do not advance),
  * the error is counted, and with on_error "deny" the writer enters the
  * failed state, which the next successful write ends. With fsync "always"
- * the line is on disk when 0 is returned. With the writer thread (and
- * fsync other than "always") 0 means queued: a later failed write drops
- * the lines queued with it and after it (none is left half in the file;
+ * the line is on disk when 0 is returned, without the writer thread. With
+ * the thread (audit_commit_wait() waits) 0 means queued: a later failed write
+ * drops the lines queued with it and after it (none is left half in the file;
  * the chain goes on from the file's last line), is counted and enters the
  * failed state the same way, and a line that finds the queue full is
  * dropped like a failed write (-1, errno ENOBUFS).
@@ -147,6 +163,27 @@ int audit_commit(struct audit *);
  * or while in the failed state.
  */
 int audit_sync(struct audit *);
+/*
+ * Waiting for durability without holding up the loop (fsync "always":
+ * DESIGN.md "Audit log"). The owner embeds a struct audit_wait (zeroed)
+ * and gets cb(arg, ok) from the event loop once the line is durable (ok
+ * 1), or lost (ok 0; with on_error "allow" ok is 1 all the same: requests
+ * go on). cb is never called from inside the call that started the wait,
+ * and not after audit_wait_cancel() or audit_close().
+ *
+ * audit_commit_wait() commits the line begun by audit_begin() and, with
+ * fsync "always" and an event loop (the writer thread, or an engine's
+ * channel to its parent), waits for it: 1. Otherwise the line is written
+ * as audit_commit() would and 0 is returned at once. -1: the line is lost
+ * and the request must not go on (on_error "deny"); cb is not called.
+ * With audit_commit() itself nobody waits: with the thread, 0 means
+ * queued whatever the fsync mode.
+ */
+int audit_commit_wait(struct audit *, struct audit_wait *, audit_wait_cb *,
+    void *arg);
+void audit_wait_cancel(struct audit *, struct audit_wait *);
+/* Non-zero when lines must be durable before a request goes on. */
+int audit_durable(const struct audit *);
 /*
  * The chain head: seq of the last line written to the file (not one still
  * queued) and its SHA-256 in hex (65 bytes).

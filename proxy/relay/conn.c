@@ -42,13 +42,17 @@
 #endif
 
 static const char *const conn_state_names[CONN_S__COUNT] = { "idle", "head",
-	"upstream", "exchange", "tunnel-wait", "tunnel", "flush", "closed" };
+	"durable", "upstream", "exchange", "tunnel-wait", "tunnel", "flush",
+	"closed" };
 
 /* Allowed moves: [from] is a bit mask of the states it may go to. */
 #define B(s) (1u << (s))
 static const unsigned conn_moves[CONN_S__COUNT] = {
 	[CONN_S_IDLE] = B(CONN_S_HEAD) | B(CONN_S_CLOSED) | B(CONN_S_FLUSH),
-	[CONN_S_HEAD] = B(CONN_S_UPSTREAM) | B(CONN_S_EXCHANGE) |
+	[CONN_S_HEAD] = B(CONN_S_DURABLE) | B(CONN_S_UPSTREAM) |
+	    B(CONN_S_EXCHANGE) | B(CONN_S_TUNNEL_WAIT) | B(CONN_S_FLUSH) |
+	    B(CONN_S_IDLE) | B(CONN_S_CLOSED),
+	[CONN_S_DURABLE] = B(CONN_S_UPSTREAM) | B(CONN_S_EXCHANGE) |
 	    B(CONN_S_TUNNEL_WAIT) | B(CONN_S_FLUSH) | B(CONN_S_IDLE) |
 	    B(CONN_S_CLOSED),
 	[CONN_S_UPSTREAM] =
@@ -149,6 +153,11 @@ out_flush(struct conn *c, struct bufferevent *bev, int plain)
 	struct evbuffer *out = bufferevent_get_output(bev);
 	evutil_socket_t fd = bufferevent_getfd(bev);
 
+	/* A refusal waits for its audit line (conn_release_cb()). */
+	if (c->cn_hold && bev == c->cn_bev) {
+		bev_off(c, bev, EV_WRITE);
+		return;
+	}
 	/* A TLS filter (an intercepted tunnel) is never written around. */
 	if (!plain || bufferevent_get_underlying(bev) != NULL) {
 		bev_on(c, bev, EV_WRITE);
@@ -345,6 +354,7 @@ conn_close(struct conn *c, enum reason r)
 		r = rq->rq_reason;
 	log_debug("conn %p: close in %s: %s", (void *)c,
 	    conn_state_names[c->cn_state], reason_name(r));
+	audit_wait_cancel(c->cn_env->pe_audit, &c->cn_aw);
 	request_log(c, r);
 	conn_icpt_log(c, r);
 	conn_set_state(c, CONN_S_CLOSED);
@@ -550,6 +560,17 @@ conn_client_read_cb(struct bufferevent *bev, void *arg)
 	}
 }
 
+void
+conn_release_cb(void *arg, int ok)
+{
+	struct conn *c = arg;
+
+	(void)ok; /* the refusal stands either way */
+	c->cn_hold = 0;
+	out_flush(c, c->cn_bev, 1);
+	conn_client_write_cb(c->cn_bev, c);
+}
+
 static void
 conn_client_write_cb(struct bufferevent *bev, void *arg)
 {
@@ -557,6 +578,8 @@ conn_client_write_cb(struct bufferevent *bev, void *arg)
 	struct request *rq = c->cn_req;
 	int empty = evbuffer_get_length(bufferevent_get_output(bev)) == 0;
 
+	if (c->cn_hold)
+		return;
 	/* Armed only while bytes wait (out_flush). */
 	if (empty)
 		bev_off(c, bev, EV_WRITE);
@@ -769,7 +792,8 @@ conn_drain_cut(void)
 		next = TAILQ_NEXT(c, cn_entry);
 		if (c->cn_state == CONN_S_FLUSH)
 			continue; /* its last response is on its way */
-		if ((c->cn_state == CONN_S_UPSTREAM ||
+		if ((c->cn_state == CONN_S_DURABLE ||
+			c->cn_state == CONN_S_UPSTREAM ||
 			c->cn_state == CONN_S_EXCHANGE) &&
 		    rq != NULL && !rq->rq_connect && !rq->rq_head_sent) {
 			conn_deny(c, REASON_DRAIN_TIMEOUT, 0);

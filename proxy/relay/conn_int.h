@@ -18,6 +18,7 @@
 
 #include "proxy/http/http1.h"
 #include "proxy/http/reason.h"
+#include "proxy/ops/ops.h"
 #include "proxy/relay/relay.h"
 #include "proxy/token/token.h"
 
@@ -41,6 +42,7 @@ struct route;
 enum conn_state {
 	CONN_S_IDLE = 0,    /* keep-alive: no request yet */
 	CONN_S_HEAD,        /* reading a request head */
+	CONN_S_DURABLE,     /* admitted, its audit line not durable yet */
 	CONN_S_UPSTREAM,    /* request allowed, waiting for upstream */
 	CONN_S_EXCHANGE,    /* request/response streaming */
 	CONN_S_TUNNEL_WAIT, /* CONNECT allowed, waiting for upstream */
@@ -88,6 +90,7 @@ struct request {
 	int rq_close;                /* close the client afterwards */
 	int rq_logged;               /* audit line written */
 	int rq_forwarded;            /* a byte went upstream: "allow" */
+	int rq_started;              /* its start line is written ("always") */
 	int rq_head_sent;            /* response head went to the client */
 	int rq_up_close;             /* upstream said close / EOF body */
 	uint64_t rq_bytes_in;        /* client to upstream */
@@ -181,6 +184,15 @@ struct conn {
 	struct sockaddr_in6 cn_peer; /* big enough for both families */
 	struct icpt *cn_icpt;        /* an intercepted CONNECT's inside */
 	struct sandbox *cn_sbx;      /* gateway: the source's (a reference) */
+	/* CONN_S_DURABLE: the wait, and the head left in the input. */
+	struct audit_wait cn_aw;
+	size_t cn_park_len;
+	int cn_park_keep; /* a refusal may keep the connection */
+	/*
+	 * A refusal's response waits in the output (and nothing more is
+	 * read) until its audit line is durable (fsync "always").
+	 */
+	int cn_hold;
 };
 
 TAILQ_HEAD(conn_list, conn);
@@ -293,5 +305,17 @@ int conn_icpt_target(struct conn *, const struct http1_msg *, struct uri *u,
  */
 void conn_deny(struct conn *, enum reason r, int keep);
 void request_log(struct conn *, enum reason r);
+/*
+ * fsync "always": the start line of an admitted request (phase "start"),
+ * before a byte goes upstream; request_log() then writes its end line.
+ * Returns 0 (no line needed, or written: go on), 1 (cb(c, ok) follows
+ * from the loop) or -1 (lost: refuse with audit_unavailable).
+ */
+int request_log_start(struct conn *, audit_wait_cb *cb);
+/*
+ * conn.c: a refusal's line is durable (or lost): send what the output
+ * holds and go on as the write callback would (cn_hold).
+ */
+void conn_release_cb(void *arg, int ok);
 
 #endif

@@ -21,6 +21,8 @@
 #include "proxy/token/token.h"
 #include "proxy/util/util.h"
 
+static audit_wait_cb conn_durable_cb;
+
 /* Host must agree with an absolute-form or authority-form target. */
 static int
 host_matches_target(const struct http1_msg *m, const struct uri *u)
@@ -178,6 +180,10 @@ static void
 conn_head_names(struct request *rq, const struct http1_msg *m,
     const struct uri *u)
 {
+	/* Set again when a request resumes after its audit line. */
+	free(rq->rq_host);
+	free(rq->rq_path);
+	rq->rq_host = rq->rq_path = NULL;
 	if (u->host != NULL && rq->rq_connect) {
 		/* A tunnel's destination is host and port (DESIGN.md). */
 		char hp[300];
@@ -295,31 +301,37 @@ conn_gather(struct conn *c, const struct http1_msg *m, const struct uri *u,
 
 /*
  * The gates that follow an allowing decision and have effects of their
- * own (a body's size, the audit fsync, the budget charge, in that order:
- * a refusal after the charge would waste a unit of budget). The only
- * place a request's reason becomes REASON_OK. Returns the final reason.
+ * own, in this order: a body's size (relay_admit), the audit line made
+ * durable (fsync "always": conn_handle_head() waits for it), the budget
+ * charge (relay_charge): a refusal after the charge would waste a unit of
+ * budget. relay_charge() is the only place a request's reason becomes
+ * REASON_OK. Both return the reason.
  */
 static enum reason
-relay_admit(struct conn *c, const struct http1_msg *m, const struct decision *d,
-    const struct token_claims *claims)
+relay_admit(struct conn *c, const struct http1_msg *m, const struct decision *d)
 {
-	struct proxy_env *env = c->cn_env;
-	struct request *rq = c->cn_req;
-	const struct config *cf = rq->rq_cf;
-	uint64_t used;
-	int rc;
+	const struct config *cf = c->cn_req->rq_cf;
 
 	if (d->de_reason != REASON_OK)
 		return d->de_reason;
-	if (!rq->rq_connect && m->body == HTTP1_BODY_LENGTH &&
+	if (!c->cn_req->rq_connect && m->body == HTTP1_BODY_LENGTH &&
 	    m->content_length > cf->cf_limits.max_body_bytes)
 		return REASON_BODY_TOO_LARGE;
-	if (cf->cf_audit.ac_fsync == AUDIT_FSYNC_ALWAYS &&
-	    audit_sync(env->pe_audit) == -1)
-		return REASON_AUDIT_UNAVAILABLE;
-	if (d->de_budget_limit != 0) {
-		rc = budget_charge(env->pe_budget, claims->jti, claims->exp,
-		    d->de_budget_limit, &used);
+	return REASON_OK;
+}
+
+/* The token's jti and exp are the request's copies (rq_jti, rq_exp). */
+static enum reason
+relay_charge(struct conn *c)
+{
+	struct proxy_env *env = c->cn_env;
+	struct request *rq = c->cn_req;
+	uint64_t used;
+	int rc;
+
+	if (rq->rq_budget_limit != 0) {
+		rc = budget_charge(env->pe_budget, rq->rq_jti, rq->rq_exp,
+		    rq->rq_budget_limit, &used);
 		/* A charge that cannot be recorded is not granted. */
 		if (rc != 0) {
 			if (rc == -1)
@@ -406,14 +418,79 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 	rq->rq_dest_port = d.de_dest_port;
 	rq->rq_report = d.de_report;
 	rq->rq_would = d.de_would;
-	r = relay_admit(c, m, &d, &claims);
+	r = relay_admit(c, m, &d);
 	explicit_bzero(&claims, sizeof(claims));
+	/*
+	 * fsync "always": the line is durable before a byte goes upstream.
+	 * Wait for it without holding up the loop; the head stays in the
+	 * input and is read again on the way on. An intercepted CONNECT
+	 * sends nothing itself: each request inside it has its own line.
+	 */
+	if (r == REASON_OK && rq->rq_connect && rq->rq_route != NULL &&
+	    rq->rq_route->rt_intercept && c->cn_env->pe_icpt != NULL)
+		r = relay_charge(c);
+	else if (r == REASON_OK) {
+		switch (request_log_start(c, conn_durable_cb)) {
+		case 1:
+			c->cn_park_len = headlen;
+			c->cn_park_keep =
+			    m->body == HTTP1_BODY_NONE && !rq->rq_connect;
+			conn_set_state(c, CONN_S_DURABLE);
+			bev_off(c, c->cn_bev, EV_READ);
+			return;
+		case -1:
+			r = REASON_AUDIT_UNAVAILABLE;
+			break;
+		default:
+			r = relay_charge(c);
+			break;
+		}
+	}
 	if (r != REASON_OK) {
 		conn_deny_head(c, r,
 		    m->body == HTTP1_BODY_NONE && !rq->rq_connect, headlen);
 		return;
 	}
 	conn_forward(c, m, &u, headlen);
+}
+
+/*
+ * A parked request's audit line is durable (ok), or lost: charge and
+ * forward it, reading its head again from the input (the parse is the
+ * same: the bytes are), or refuse it.
+ */
+static void
+conn_durable_cb(void *arg, int ok)
+{
+	struct conn *c = arg;
+	struct request *rq = c->cn_req;
+	const struct limits *l = &rq->rq_cf->cf_limits;
+	struct evbuffer *in = bufferevent_get_input(c->cn_bev);
+	struct http1_hdr hdrs[CONN_MAX_HDRS];
+	struct http1_msg m;
+	struct uri u;
+	size_t headlen = c->cn_park_len;
+	enum reason r;
+	const char *p;
+
+	if (c->cn_state != CONN_S_DURABLE)
+		return;
+	bev_on(c, c->cn_bev, EV_READ);
+	r = ok ? relay_charge(c) : REASON_AUDIT_UNAVAILABLE;
+	if (r != REASON_OK) {
+		conn_deny_head(c, r, c->cn_park_keep, headlen);
+		return;
+	}
+	memset(&m, 0, sizeof(m));
+	m.hdrs = hdrs;
+	m.max_hdrs = (size_t)l->max_headers;
+	if ((p = (const char *)evbuffer_pullup(in, (ssize_t)headlen)) == NULL ||
+	    http1_parse_request(&m, p, headlen, 0) != (ssize_t)headlen ||
+	    conn_check_target(c, &m, &u) == -1) {
+		conn_close(c, REASON_INTERNAL_ERROR);
+		return;
+	}
+	conn_forward(c, &m, &u, headlen);
 }
 
 /*
@@ -432,7 +509,7 @@ conn_step_head(struct conn *c)
 	const char *p;
 
 	while ((c->cn_state == CONN_S_IDLE || c->cn_state == CONN_S_HEAD) &&
-	    (len = evbuffer_get_length(in)) > 0) {
+	    !c->cn_hold && (len = evbuffer_get_length(in)) > 0) {
 		/*
 		 * Refusals to pipelined requests pile up in the output when
 		 * the client does not read: stop reading until they drain.

@@ -77,10 +77,9 @@ request_log_decision(struct audit *a, const struct request *rq, int allow,
 		audit_add_uint(a, "port", rq->rq_dest_port);
 }
 
-/* The fields of a request's audit line after its route. */
+/* Who asked for what: the fields of a request's line after its route. */
 static void
-request_log_fields(struct conn *c, struct audit *a, const struct request *rq,
-    double secs)
+request_log_names(struct conn *c, struct audit *a, const struct request *rq)
 {
 	if (c->cn_icpt != NULL)
 		audit_add_cstr(a, "via", "connect");
@@ -93,6 +92,12 @@ request_log_fields(struct conn *c, struct audit *a, const struct request *rq,
 	audit_add_cstr(a, "host", rq->rq_host);
 	if (!rq->rq_connect)
 		audit_add_cstr(a, "path", rq->rq_path);
+}
+
+/* How it went: status, bytes, duration and what was changed. */
+static void
+request_log_fields(struct audit *a, const struct request *rq, double secs)
+{
 	audit_add_int(a, "status", rq->rq_status);
 	/* A tunnel that never opened moved no bytes: leave them out. */
 	if (!rq->rq_connect || rq->rq_status == 200) {
@@ -112,10 +117,11 @@ request_log_fields(struct conn *c, struct audit *a, const struct request *rq,
 /*
  * The audit line and metrics of a request, written exactly once, when it
  * completes or is refused: r is how it ended (conn_close(), conn_deny(),
- * or the admitted request's own reason at its end).
+ * or the admitted request's own reason at its end). hold: a refusal whose
+ * response is about to be written (conn_deny()).
  */
-void
-request_log(struct conn *c, enum reason r)
+static void
+request_log_hold(struct conn *c, enum reason r, int hold)
 {
 	struct request *rq = c->cn_req;
 	struct audit *a = c->cn_env->pe_audit;
@@ -147,23 +153,78 @@ request_log(struct conn *c, enum reason r)
 		return;
 	lc = conn_listener(c, rq->rq_cf);
 	peer_str(c, client, sizeof(client));
+	if (rq->rq_started) {
+		/* Its start line named it: the end line says how it went. */
+		audit_begin(a, rq->rq_connect ? "connect.end" : "http.end");
+		audit_add_cstr(a, "id", rq->rq_id);
+		request_log_decision(a, rq, allow, report, r);
+		request_log_fields(a, rq, secs);
+	} else {
+		/*
+		 * A repeat of a refusal just logged is counted, not written;
+		 * not while the log is failed, where each line retries the
+		 * write that ends that state.
+		 */
+		if (!allow && !audit_failed(a) &&
+		    !request_log_refusal(c, rq, lc, route, client, r))
+			return;
+		audit_begin(a,
+		    rq->rq_connect ? "connect.tunnel" : "http.request");
+		audit_add_cstr(a, "id", rq->rq_id);
+		request_log_decision(a, rq, allow, report, r);
+		audit_add_cstr(a, "listener", lc != NULL ? lc->lc_name : "");
+		audit_add_cstr(a, "client", client);
+		audit_add_cstr(a, "sandbox", conn_sbx_id(c));
+		audit_add_cstr(a, "route", route);
+		request_log_names(c, a, rq);
+		request_log_fields(a, rq, secs);
+	}
 	/*
-	 * A repeat of a refusal just logged is counted, not written; not
-	 * while the log is failed, where each line retries the write that
-	 * ends that state.
+	 * fsync "always": a refusal's line is durable before its response
+	 * goes out (conn_deny() holds the output: cn_hold).
 	 */
-	if (!allow && !audit_failed(a) &&
-	    !request_log_refusal(c, rq, lc, route, client, r))
+	if (hold && !c->cn_aw.aw_on) {
+		if (audit_commit_wait(a, &c->cn_aw, conn_release_cb, c) == 1)
+			c->cn_hold = 1;
 		return;
+	}
+	(void)audit_commit(a);
+}
+
+void
+request_log(struct conn *c, enum reason r)
+{
+	request_log_hold(c, r, 0);
+}
+
+int
+request_log_start(struct conn *c, audit_wait_cb *cb)
+{
+	struct request *rq = c->cn_req;
+	struct audit *a = c->cn_env->pe_audit;
+	const struct listener_conf *lc;
+	char client[64];
+	int rc;
+
+	if (!audit_durable(a))
+		return 0;
+	lc = conn_listener(c, rq->rq_cf);
+	peer_str(c, client, sizeof(client));
 	audit_begin(a, rq->rq_connect ? "connect.tunnel" : "http.request");
 	audit_add_cstr(a, "id", rq->rq_id);
-	request_log_decision(a, rq, allow, report, r);
+	audit_add_cstr(a, "phase", "start");
+	/* What it is let out as: allow, or report with why it would not. */
+	request_log_decision(a, rq, 1, rq->rq_report, REASON_OK);
 	audit_add_cstr(a, "listener", lc != NULL ? lc->lc_name : "");
 	audit_add_cstr(a, "client", client);
 	audit_add_cstr(a, "sandbox", conn_sbx_id(c));
-	audit_add_cstr(a, "route", route);
-	request_log_fields(c, a, rq, secs);
-	(void)audit_commit(a);
+	audit_add_cstr(a, "route",
+	    rq->rq_route != NULL ? rq->rq_route->rt_audience : NULL);
+	request_log_names(c, a, rq);
+	rc = audit_commit_wait(a, &c->cn_aw, cb, c);
+	if (rc != -1)
+		rq->rq_started = 1;
+	return rc;
 }
 
 /*
@@ -489,7 +550,7 @@ conn_deny(struct conn *c, enum reason r, int keep)
 		rq->rq_status = reason_status(r, reverse);
 		if (!keep)
 			rq->rq_close = 1;
-		request_log(c, r);
+		request_log_hold(c, r, 1);
 	}
 	deny_message(c, r, reverse, msg, sizeof(msg));
 	if (deny_write(bufferevent_get_output(c->cn_bev), r, reverse, !keep,
@@ -502,7 +563,11 @@ conn_deny(struct conn *c, enum reason r, int keep)
 		request_free(c);
 		conn_set_state(c, CONN_S_IDLE);
 		out_flush(c, c->cn_bev, 1);
-		bev_on(c, c->cn_bev, EV_READ);
+		/* Held: conn_release_cb() reads on once the line is durable. */
+		if (c->cn_hold)
+			bev_off(c, c->cn_bev, EV_READ);
+		else
+			bev_on(c, c->cn_bev, EV_READ);
 		return;
 	}
 	if (rq != NULL && rq->rq_up != NULL) {

@@ -103,7 +103,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (aw == NULL)
 		fz_audit_open("fuzz_audit_remote");
-	rc = audit_remote_line(aw, data, size, &sync, why, sizeof(why));
+	rc = audit_remote_line(aw, data, size, &sync, NULL, NULL, NULL, why,
+	    sizeof(why));
 	len = new_line();
 	if (rc == -2) {
 		check(len == 0, "a refused datagram wrote something");

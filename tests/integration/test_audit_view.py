@@ -159,6 +159,41 @@ class TestAuditView(unittest.TestCase):
         p = self.run_sluice("stats", os.path.join(self.tmp, "missing"))
         self.assertEqual(p.returncode, 1, p)
 
+    def test_stats_joins_start_and_end_lines(self):
+        """fsync "always" (docs/audit.md "Two lines with always"): a
+        start line and its end line count as one request, with the
+        route and sub of the start and the decision, reason and bytes of
+        the end; a start without an end (in flight at a crash) counts as
+        it started; an end whose start is not in the files is left out."""
+        two = "".join([
+            req(1, "allow", "ok", 200, id="r1", phase="start",
+                route="model", sub="run-c"),
+            req(2, "allow", "ok", 200, id="r2", phase="start",
+                route="model", sub="run-c"),
+            line(3, "http.end", id="r1", decision="allow",
+                 reason="upstream_reset", status=200, bytes_in=11,
+                 bytes_out=22),
+            req(4, "deny", "path_not_allowed", 403, id="r3",
+                route="model", sub="run-c"),
+            line(5, "http.end", id="r9", decision="allow", reason="ok",
+                 status=200, bytes_in=1, bytes_out=1),
+        ])
+        path = os.path.join(self.tmp, "two.jsonl")
+        with open(path, "w") as f:
+            f.write(two)
+        p = self.run_sluice("stats", path)
+        self.assertEqual(p.returncode, 0, p)
+        rows = [r.split() for r in p.stdout.decode().splitlines()]
+        table = {tuple(r[:3]): r[3:] for r in rows if len(r) == 6}
+        self.assertEqual(table, {
+            ("model", "allow", "upstream_reset"): ["1", "11", "22"],
+            ("model", "allow", "ok"): ["1", "0", "0"],  # r2, in flight
+            ("model", "deny", "path_not_allowed"): ["1", "0", "0"],
+            ("route", "decision", "reason"): ["requests", "bytes_in",
+                                              "bytes_out"]})
+        subs = {tuple(r[:2]): r[2:] for r in rows if len(r) == 5}
+        self.assertEqual(subs[("run-c", "allow")], ["2", "11", "22"])
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

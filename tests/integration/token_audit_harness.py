@@ -224,6 +224,40 @@ def events(path):
     return [dict(parse_line(l)) for l in read_lines(path)]
 
 
+END_OF = {"http.end": "http.request", "connect.end": "connect.tunnel"}
+
+
+def merge_phases(evs):
+    """With fsync "always" a forwarded request has two lines
+    (docs/audit.md): its start line (phase "start") and an http.end or
+    connect.end line with the same id. Returns the events with each pair
+    made one, at the start line's place, the end line's fields winning
+    (phase, and the end line's own ts/seq/prev, dropped), so that a log of
+    either shape reads the same. An end line without its start, or a
+    second end, raises ValueError; a start without an end stays as it is
+    (in flight when sluice died)."""
+    out, start_at = [], {}
+    for e in evs:
+        ev = e.get("event")
+        if e.get("phase") == "start":
+            if e.get("id") in start_at:
+                raise ValueError("two start lines for id %r" % e.get("id"))
+            start_at[e.get("id")] = len(out)
+            out.append(dict(e))
+            continue
+        if ev in END_OF:
+            i = start_at.pop(e.get("id"), None)
+            if i is None or out[i]["event"] != END_OF[ev]:
+                raise ValueError("%s without its start line: %r" % (ev, e))
+            for k, v in e.items():
+                if k not in ("ts", "seq", "prev", "event"):
+                    out[i][k] = v
+            del out[i]["phase"]
+            continue
+        out.append(e)
+    return out
+
+
 def check_chain(lines, prev=None, seq=None):
     """An independent check of the hash chain (docs/audit.md "The hash
     chain"), without sluice's code: every line a JSON object starting with

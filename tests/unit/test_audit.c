@@ -1587,9 +1587,56 @@ test_thread_reopen(void **state)
 	assert_int_equal(run_verify(files, 6, head, NULL), 0);
 }
 
+/* What the waits of test_thread_always() were answered. */
+struct waits {
+	int n;        /* answers so far */
+	int order[8]; /* the index of each answer, in answer order */
+	int ok[8];
+	size_t lines[8]; /* lines in the file when it was answered */
+	const char *path;
+};
+
+struct wait_arg {
+	struct waits *w;
+	int idx;
+};
+
+static void
+wait_answered(void *arg, int ok)
+{
+	struct wait_arg *wa = arg;
+	struct waits *w = wa->w;
+
+	assert_true(w->n < 8);
+	w->order[w->n] = wa->idx;
+	w->ok[w->n] = ok;
+	w->lines[w->n] = count_lines(w->path);
+	w->n++;
+}
+
+/* Turn the loop until n waits are answered (10 s at most: a hang guard). */
+static void
+loop_until(struct event_base *base, const struct waits *w, int n)
+{
+	double t0 = now_s();
+
+	while (w->n < n && now_s() - t0 < 10.0)
+		(void)event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+}
+
+static void
+begin_line(struct audit *a, int i)
+{
+	audit_begin(a, "http.request");
+	audit_add_int(a, "i", i);
+}
+
 /*
- * "always" through the thread: the line is in the file when commit
- * returns, and a reload between modes keeps the order.
+ * "always" through the thread: audit_commit_wait() returns at once (the
+ * loop is not held up), and each wait is answered from the loop, in
+ * order, once its line is in the file; a cancelled wait is never
+ * answered; a lost line is answered not ok; a reload between modes keeps
+ * the order.
  */
 static void
 test_thread_always(void **state)
@@ -1597,30 +1644,176 @@ test_thread_always(void **state)
 	struct fixture *fx = *state;
 	struct event_base *base = event_base_new();
 	const char *files[1] = { fx->path };
+	struct audit_wait aw[8];
+	struct wait_arg wa[8];
+	struct waits w;
 	struct audit_conf ac;
 	char why[256] = "";
 	struct audit *a;
-	int i;
+	int i, fd, ro, rw;
 
 	assert_non_null(base);
+	memset(aw, 0, sizeof(aw));
+	memset(&w, 0, sizeof(w));
+	w.path = fx->path;
 	fx->ac.ac_fsync = AUDIT_FSYNC_ALWAYS;
 	a = open_audit_base(fx, base);
-	for (i = 1; i <= 20; i++) {
-		write_events(a, 1, "http.request");
-		assert_int_equal(count_lines(fx->path), (size_t)i);
-		assert_int_equal(audit_sync(a), 0);
+	assert_true(audit_durable(a));
+	/* Five waits at once, the third cancelled. */
+	for (i = 0; i < 5; i++) {
+		wa[i] = (struct wait_arg){ &w, i };
+		begin_line(a, i);
+		assert_int_equal(audit_commit_wait(a, &aw[i], wait_answered,
+				     &wa[i]),
+		    1);
 	}
+	audit_wait_cancel(a, &aw[2]);
+	assert_int_equal(w.n, 0); /* never from inside the call */
+	loop_until(base, &w, 4);
+	assert_int_equal(w.n, 4);
+	assert_int_equal(audit_sync(a), 0);
+	(void)event_base_loop(base, EVLOOP_NONBLOCK);
+	assert_int_equal(w.n, 4);
+	assert_int_equal(w.order[0], 0);
+	assert_int_equal(w.order[1], 1);
+	assert_int_equal(w.order[2], 3);
+	assert_int_equal(w.order[3], 4);
+	for (i = 0; i < 4; i++) {
+		assert_int_equal(w.ok[i], 1);
+		/* Its own line, at least, was in the file. */
+		assert_true(w.lines[i] >= (size_t)w.order[i] + 1);
+	}
+	/* A line that cannot be written: answered, not ok. */
+	fd = find_fd(fx->path);
+	assert_true(fd >= 0);
+	rw = dup(fd);
+	ro = open(fx->path, O_RDONLY);
+	assert_true(rw >= 0 && ro >= 0);
+	assert_int_equal(dup2(ro, fd), fd);
+	wa[5] = (struct wait_arg){ &w, 5 };
+	begin_line(a, 5);
+	assert_int_equal(audit_commit_wait(a, &aw[5], wait_answered, &wa[5]),
+	    1);
+	loop_until(base, &w, 5);
+	assert_int_equal(w.n, 5);
+	assert_int_equal(w.order[4], 5);
+	assert_int_equal(w.ok[4], 0);
+	assert_true(audit_failed(a));
+	/* Failed ("deny"): a wait is refused at once or answered not ok. */
+	assert_int_equal(dup2(rw, fd), fd);
+	close(ro);
+	close(rw);
+	wa[6] = (struct wait_arg){ &w, 6 };
+	begin_line(a, 6);
+	assert_int_equal(audit_commit_wait(a, &aw[6], wait_answered, &wa[6]),
+	    1);
+	loop_until(base, &w, 6);
+	assert_int_equal(w.n, 6);
+	assert_int_equal(w.ok[5], 1); /* the write that ends the failed state */
+	assert_false(audit_failed(a));
 	ac = fx->ac;
 	ac.ac_fsync = AUDIT_FSYNC_NEVER;
 	assert_int_equal(audit_configure(a, &ac, why, sizeof(why)), 0);
+	assert_false(audit_durable(a));
 	write_events(a, 300, "http.request");
+	/* Not "always": nothing to wait for. */
+	begin_line(a, 7);
+	assert_int_equal(audit_commit_wait(a, &aw[7], wait_answered, &wa[7]),
+	    0);
 	ac.ac_fsync = AUDIT_FSYNC_ALWAYS;
 	assert_int_equal(audit_configure(a, &ac, why, sizeof(why)), 0);
 	write_events(a, 1, "http.request");
-	assert_int_equal(count_lines(fx->path), 321);
+	assert_int_equal(audit_sync(a), 0);
+	assert_int_equal(count_lines(fx->path), 5 + 1 + 300 + 1 + 1);
 	audit_close(a);
 	event_base_free(base);
+	assert_int_equal(w.n, 6);
 	assert_int_equal(run_verify(files, 1, NULL, NULL), 0);
+}
+
+/*
+ * An engine's writer (audit_remote()) with fsync "always": a waiting line
+ * goes at once as an 'S' datagram, a plain one as 'L'; each wait is
+ * answered from the loop by the parent's ack for its count (ok or not),
+ * and all are answered not ok when the parent's channel closes.
+ */
+static void
+test_remote_waits(void **state)
+{
+	struct fixture *fx = *state;
+	struct event_base *base = event_base_new();
+	struct audit_wait aw[4];
+	struct wait_arg wa[4];
+	struct waits w;
+	unsigned char buf[8192];
+	const char kinds[] = "SSLS";
+	struct audit *a;
+	int sv[2], i;
+	ssize_t n;
+
+	assert_non_null(base);
+	memset(aw, 0, sizeof(aw));
+	memset(&w, 0, sizeof(w));
+	w.path = fx->path;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+	fx->ac.ac_fsync = AUDIT_FSYNC_ALWAYS;
+	a = open_audit(fx);
+	assert_int_equal(audit_remote(a, sv[0], base), 0);
+	for (i = 0; i < 3; i++)
+		wa[i] = (struct wait_arg){ &w, i };
+	begin_line(a, 0);
+	assert_int_equal(audit_commit_wait(a, &aw[0], wait_answered, &wa[0]),
+	    1);
+	begin_line(a, 1);
+	assert_int_equal(audit_commit_wait(a, &aw[1], wait_answered, &wa[1]),
+	    1);
+	begin_line(a, 9);
+	assert_int_equal(audit_commit(a), 0);
+	begin_line(a, 2);
+	assert_int_equal(audit_commit_wait(a, &aw[2], wait_answered, &wa[2]),
+	    1);
+	for (i = 0; i < 4; i++) {
+		n = recv(sv[1], buf, sizeof(buf), MSG_DONTWAIT);
+		assert_true(n > 1);
+		assert_int_equal(buf[0], kinds[i]);
+	}
+	assert_int_equal(w.n, 0);
+	assert_int_equal(audit_remote_reply(sv[1], 0, 1, 2), 0);
+	loop_until(base, &w, 2);
+	assert_int_equal(w.n, 2);
+	assert_int_equal(w.order[0], 0);
+	assert_int_equal(w.order[1], 1);
+	assert_true(w.ok[0] && w.ok[1]);
+	/* The third line was not written by the parent. */
+	assert_int_equal(audit_remote_reply(sv[1], 0, 0, 3), 0);
+	loop_until(base, &w, 3);
+	assert_int_equal(w.n, 3);
+	assert_int_equal(w.order[2], 2);
+	assert_int_equal(w.ok[2], 0);
+	/*
+	 * An ack is the answer for its lines, not the parent's state: that
+	 * comes as its own message (an ack not ok may follow the state that
+	 * ended the failure, and must not start it again).
+	 */
+	assert_false(audit_failed(a));
+	assert_int_equal(audit_remote_reply(sv[1], 1, 1, 0), 0);
+	(void)event_base_loop(base, EVLOOP_NONBLOCK);
+	assert_true(audit_failed(a));
+	/* The parent says its writer recovered; then its channel closes. */
+	assert_int_equal(audit_remote_reply(sv[1], 1, 0, 0), 0);
+	(void)event_base_loop(base, EVLOOP_NONBLOCK);
+	assert_false(audit_failed(a));
+	wa[3] = (struct wait_arg){ &w, 3 };
+	begin_line(a, 3);
+	assert_int_equal(audit_commit_wait(a, &aw[3], wait_answered, &wa[3]),
+	    1);
+	close(sv[1]);
+	loop_until(base, &w, 4);
+	assert_int_equal(w.n, 4);
+	assert_int_equal(w.order[3], 3);
+	assert_int_equal(w.ok[3], 0);
+	audit_close(a);
+	event_base_free(base);
 }
 
 static void
@@ -1947,6 +2140,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_thread_reopen, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_thread_always, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_remote_waits, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_verify_head_strict, setup,
 		    teardown),

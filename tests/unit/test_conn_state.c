@@ -18,7 +18,10 @@
  *   without a request: the connection limit);
  * head -> upstream or exchange (admitted; a pooled upstream is ready at
  *   once), tunnel-wait (CONNECT admitted), flush (refused, closing),
- *   idle (refused, kept), closed;
+ *   idle (refused, kept), closed, durable (admitted with fsync "always":
+ *   its audit line is being made durable);
+ * durable -> everywhere head goes but durable (the line is durable, or
+ *   lost and the request refused);
  * upstream -> exchange (connected), flush (refused: unreachable), closed;
  * exchange -> idle (done, kept), upstream (the one retry), flush (done or
  *   refused, closing), closed;
@@ -37,6 +40,13 @@ static const struct {
 	{ CONN_S_HEAD, CONN_S_FLUSH },
 	{ CONN_S_HEAD, CONN_S_IDLE },
 	{ CONN_S_HEAD, CONN_S_CLOSED },
+	{ CONN_S_HEAD, CONN_S_DURABLE },
+	{ CONN_S_DURABLE, CONN_S_UPSTREAM },
+	{ CONN_S_DURABLE, CONN_S_EXCHANGE },
+	{ CONN_S_DURABLE, CONN_S_TUNNEL_WAIT },
+	{ CONN_S_DURABLE, CONN_S_FLUSH },
+	{ CONN_S_DURABLE, CONN_S_IDLE },
+	{ CONN_S_DURABLE, CONN_S_CLOSED },
 	{ CONN_S_UPSTREAM, CONN_S_EXCHANGE },
 	{ CONN_S_UPSTREAM, CONN_S_FLUSH },
 	{ CONN_S_UPSTREAM, CONN_S_CLOSED },
@@ -64,7 +74,7 @@ is_legal(enum conn_state from, enum conn_state to)
 	return 0;
 }
 
-/* All 64 pairs: exactly the legal ones are allowed. */
+/* All 81 pairs: exactly the legal ones are allowed. */
 static void
 test_every_move(void **state)
 {

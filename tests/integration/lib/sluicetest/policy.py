@@ -84,8 +84,11 @@ def policy(workdir, key_file, listeners, routes, resolvers, limits=None):
         },
         "routes": routes,
         "limits": lim,
+        # SLUICE_TEST_FSYNC=always runs a test file with the two-line,
+        # wait-for-durability path (docs/audit.md), for a look by hand.
         "audit": {"path": os.path.join(workdir, "audit.jsonl"),
-                  "fsync": "never", "chain": True, "on_error": "deny"},
+                  "fsync": os.environ.get("SLUICE_TEST_FSYNC", "never"),
+                  "chain": True, "on_error": "deny"},
         "netpolicy": {"mode": "off", "resolvers": list(resolvers)},
         "admin": {"socket": os.path.join(workdir, "admin.sock")},
         "state_dir": state,
