@@ -353,7 +353,8 @@ int sbx_registry_load(struct sbx_registry *, const struct config *cf,
     const char *dir, char *why, size_t whylen);
 /*
  * Charge one request to sb's bucket of rps per second (burst rps) at
- * now_us: 0 admitted, else the seconds to wait (>= 1) before the next.
+ * now_us (a monotonic clock: proxy_env_mono_us()): 0 admitted, else the
+ * seconds to wait (>= 1) before the next.
  */
 int64_t sandbox_rate(struct sandbox *sb, uint64_t rps, int64_t now_us);
 

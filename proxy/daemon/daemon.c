@@ -628,11 +628,10 @@ static const struct admin_ops daemon_admin_ops = {
 static void
 drain_check_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct timeval *deadline = arg, now;
+	struct timeval *deadline = arg, now = sl_mono_tv();
 
 	(void)fd;
 	(void)what;
-	gettimeofday(&now, NULL);
 	if (conn_count() == 0) {
 		event_base_loopexit(d_env.pe_base, NULL);
 		return;
@@ -677,7 +676,7 @@ daemon_drain_conns(void)
 		event_base_loopexit(d_env.pe_base, NULL);
 		return;
 	}
-	gettimeofday(&deadline, NULL);
+	deadline = sl_mono_tv();
 	d = sl_ms_tv(ms);
 	timeradd(&deadline, &d, &deadline);
 	d_drain_ev =

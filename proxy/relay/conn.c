@@ -238,9 +238,9 @@ in_fill_for(struct bufferevent *src, struct bufferevent *dst)
 double
 elapsed_s(const struct conn *c, const struct timeval *start)
 {
-	struct timeval now, d;
+	struct timeval now = sl_mono_tv(), d;
 
-	event_base_gettimeofday_cached(c->cn_env->pe_base, &now);
+	(void)c;
 	timersub(&now, start, &d);
 	return (double)d.tv_sec + (double)d.tv_usec / 1e6;
 }
@@ -284,7 +284,7 @@ request_new(struct conn *c)
 	rq->rq_ups = upstreams_ref(c->cn_env->pe_ups);
 	rq->rq_reason = REASON_BAD_REQUEST;
 	clients_next_id(rq->rq_id, sizeof(rq->rq_id));
-	event_base_gettimeofday_cached(c->cn_env->pe_base, &rq->rq_start);
+	rq->rq_start = sl_mono_tv();
 	c->cn_req = rq;
 	return rq;
 }

@@ -28,14 +28,14 @@ proxy_env_now(const struct proxy_env *env)
 }
 
 int64_t
-proxy_env_now_us(const struct proxy_env *env)
+proxy_env_mono_us(const struct proxy_env *env)
 {
-	struct timeval tv;
+	struct timespec ts;
 
-	if (env == NULL || env->pe_base == NULL ||
-	    event_base_gettimeofday_cached(env->pe_base, &tv) == -1)
-		gettimeofday(&tv, NULL);
-	return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+	(void)env;
+	if (clock_gettime(CLOCK_MONOTONIC, &ts) == -1)
+		return 0;
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 int

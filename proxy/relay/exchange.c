@@ -337,7 +337,7 @@ conn_attach_upstream(struct conn *c)
 		return -1;
 	}
 	rq->rq_forwarded = 1;
-	event_base_gettimeofday_cached(c->cn_env->pe_base, &rq->rq_sent);
+	rq->rq_sent = sl_mono_tv();
 	out_flush(c, ub, !upconn_tls(rq->rq_up));
 	conn_set_state(c, CONN_S_EXCHANGE);
 	/* Reading may have stopped while connecting (conn_bound_input). */

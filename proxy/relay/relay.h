@@ -49,10 +49,18 @@ struct proxy_env {
 	int pe_revfile_set;
 	int pe_draining; /* SIGTERM/SIGINT: no new connections */
 };
-/* Wall clock, seconds: pe_base's cached time inside a callback. */
+/*
+ * Wall clock, seconds: pe_base's cached time inside a callback. For what
+ * the wall clock means: a token's iat/nbf/exp, a revocation's time, the
+ * audit's ts. Never for a rate or an interval: the clock can be stepped.
+ */
 int64_t proxy_env_now(const struct proxy_env *);
-/* The same in microseconds. */
-int64_t proxy_env_now_us(const struct proxy_env *);
+/*
+ * CLOCK_MONOTONIC in microseconds: rates and intervals (per_sandbox_rps),
+ * which a step of the wall clock must not move (a step back of an hour
+ * would otherwise hold a sandbox's bucket empty for that hour).
+ */
+int64_t proxy_env_mono_us(const struct proxy_env *);
 /*
  * Whether jti is revoked: over the admin socket, or in revoked_file (the
  * watcher's latest reading of it, else cf's).

@@ -79,7 +79,7 @@ conn_listen_intercept(struct conn *c)
 	c->cn_icpt = it;
 	it->it_listener = 1;
 	clients_next_id(it->it_id, sizeof(it->it_id));
-	event_base_gettimeofday_cached(c->cn_env->pe_base, &it->it_start);
+	it->it_start = sl_mono_tv();
 	if (lc->lc_type == LISTENER_INTERCEPT) {
 		snprintf(it->it_host, sizeof(it->it_host), "%s", lc->lc_host);
 		it->it_port = lc->lc_port;

@@ -293,7 +293,7 @@ upstream_resolved(struct upstream *up)
 	const struct route *rt = up->up_rt;
 	size_t i;
 	enum reason r = REASON_UPSTREAM_UNREACHABLE;
-	time_t now = time(NULL);
+	time_t now = sl_mono_tv().tv_sec;
 	uint32_t ttl = up->up_ttl;
 
 	/* The parent kept only allowed addresses: it says why none were. */
@@ -515,10 +515,9 @@ upconn_fail(struct upconn *uc, enum reason r)
 static void
 upconn_ready(struct upconn *uc)
 {
-	struct timeval now, d;
+	struct timeval now = sl_mono_tv(), d;
 
 	uc->uc_state = UPCONN_S_BUSY;
-	event_base_gettimeofday_cached(up_base, &now);
 	timersub(&now, &uc->uc_start, &d);
 	if (uc->uc_ssl != NULL)
 		metrics_tls_handshake(
@@ -904,7 +903,7 @@ upstream_get_to(struct upstreams *us, const struct route *rt, const char *host,
 	uc->uc_probe = (flags & UPSTREAM_RESOLVE) != 0;
 	uc->uc_cb = cb;
 	uc->uc_arg = arg;
-	event_base_gettimeofday_cached(up_base, &uc->uc_start);
+	uc->uc_start = sl_mono_tv();
 	uc->uc_state = UPCONN_S_RESOLVING;
 	TAILQ_INSERT_TAIL(&up->up_waiters, uc, uc_entry);
 	*out = uc;
@@ -925,7 +924,7 @@ upstream_kick_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (up->up_naddrs > 0 && time(NULL) < up->up_expires) {
+	if (up->up_naddrs > 0 && sl_mono_tv().tv_sec < up->up_expires) {
 		while ((uc = TAILQ_FIRST(&up->up_waiters)) != NULL) {
 			TAILQ_REMOVE(&up->up_waiters, uc, uc_entry);
 			upconn_start_connect(uc);
@@ -976,7 +975,7 @@ upstream_has_addr(struct upstreams *us, const struct route *rt,
 		up = us->us_up[i];
 	if (up == NULL)
 		return 0;
-	if (up->up_naddrs == 0 || time(NULL) >= up->up_expires)
+	if (up->up_naddrs == 0 || sl_mono_tv().tv_sec >= up->up_expires)
 		return -1;
 	for (i = 0; i < up->up_naddrs; i++)
 		if (same_addr(&up->up_addrs[i], sa))

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #define SL_PRINTF(a, b) __attribute__((__format__(__printf__, a, b)))
 #define SL_FALLTHROUGH  __attribute__((__fallthrough__))
@@ -32,6 +33,25 @@ sl_ms_tv(uint64_t ms)
 
 	tv.tv_sec = (time_t)(ms / 1000);
 	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+	return tv;
+}
+
+/*
+ * CLOCK_MONOTONIC as a struct timeval: for durations, deadlines and
+ * expiries (a DNS answer's TTL), which a step of the wall clock (date -s,
+ * an NTP step) must not move. The wall clock is for what is dated: a
+ * token's claims, the audit's ts (docs/tokens.md "Clocks").
+ */
+static inline struct timeval
+sl_mono_tv(void)
+{
+	struct timespec ts;
+	struct timeval tv;
+
+	if (clock_gettime(CLOCK_MONOTONIC, &ts) == -1)
+		ts.tv_sec = ts.tv_nsec = 0;
+	tv.tv_sec = ts.tv_sec;
+	tv.tv_usec = (suseconds_t)(ts.tv_nsec / 1000);
 	return tv;
 }
 

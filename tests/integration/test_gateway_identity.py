@@ -45,6 +45,7 @@ from sluicetest.netns import Netns  # noqa: E402
 from sluicetest.tokens import mint, mint_python, write_secret  # noqa: E402
 
 USER = "daemon"
+CLOCKSHIFT = os.path.join(ENV.tools, "libclockshift.so")
 UP = "198.18.64.2"
 URL = "http://%s:8080/v1/messages" % UP
 NET = {"a": 60, "b": 61, "c": 62, "x": 63}
@@ -158,9 +159,26 @@ class GatewayIdentity(case.ProxyTestCase):
 
     @classmethod
     def start(cls):
+        # The wall clock of sluice can be stepped (tests/tools/
+        # libclockshift.c): test_10. Not under the sanitizers, whose
+        # runtime must be the first preloaded library.
+        env = None
+        if os.path.exists(CLOCKSHIFT) and not ENV.sanitize:
+            cls.shift_file = os.path.join(cls.tmp, "clockshift")
+            if not os.path.exists(cls.shift_file):
+                with open(cls.shift_file, "w") as f:
+                    f.write("0".ljust(16) + "\n")
+            env = dict(os.environ, LD_PRELOAD=CLOCKSHIFT,
+                       CLOCKSHIFT_FILE=cls.shift_file)
         cls.sluice = Sluice(cls.gw.name, cls.path, "sluice-%d" % time.time(),
-                            cls.tmp)
+                            cls.tmp, env=env)
         cls.sluice.wait_ready()
+
+    @classmethod
+    def shift_clock(cls, seconds):
+        """Step sluice's wall clock (not its monotonic clock)."""
+        with open(cls.shift_file, "r+") as f:
+            f.write(str(int(seconds)).ljust(16))
 
     @classmethod
     def restart(cls):
@@ -386,6 +404,40 @@ class GatewayIdentity(case.ProxyTestCase):
         self.assertEqual(r.header("Retry-After"), "1")
         # b's bucket is its own: a is served.
         self.assertEqual(self.request("a", tok_a).status, 200)
+
+    @unittest.skipIf(ENV.sanitize or not os.path.exists(CLOCKSHIFT),
+                     "needs the plain build's libclockshift.so")
+    def test_10_wall_clock_step_back(self):
+        """The wall clock stepped back 20 minutes (an NTP step, date -s)
+        under a sandbox that was just served: the rate limit runs on the
+        monotonic clock, so the sandbox is served again at once, not
+        refused for the 20 minutes its bucket would otherwise look ahead
+        (docs/tokens.md "Clocks"). Tokens follow the wall clock: one whose
+        exp passed in real time but not on the stepped clock is accepted,
+        one issued "in the future" of the stepped clock is not."""
+        back = 1200
+        now = int(time.time())
+        # Valid both before and after the step: iat 30 min ago, exp in 30.
+        tok = self.token("a", extra={}, iat=now - 1800, exp=now + 1800)
+        time.sleep(1.2)  # a full bucket
+        for _ in range(5):
+            self.assertEqual(self.request("a", tok).status, 200)
+        try:
+            self.shift_clock(-back)
+            # libevent's cached wall time follows within 5 s.
+            time.sleep(6)
+            r = self.request("a", tok)
+            self.assertEqual(r.status, 200, r)
+            # Expired 10 min ago in real time, valid on sluice's clock.
+            old = self.token("a", extra={}, iat=now - 1800, exp=now - 600)
+            self.assertEqual(self.request("a", old).status, 200)
+            # Issued now: 20 min in the future of sluice's clock.
+            new = self.token("a", extra={}, iat=now, exp=now + 600)
+            self.assertEqual(self.request("a", new).status, 407)
+        finally:
+            self.shift_clock(0)
+        time.sleep(6)
+        self.assertEqual(self.request("a", tok).status, 200)
 
     def test_09_revoked_file_watched(self):
         time.sleep(1.1)
