@@ -1,8 +1,9 @@
 """Faults the suite did not cover before (tests/faults/README.md): what the
 audit log holds after a kill -9 with requests and a tunnel in flight under
-`audit.fsync: always`, and a slow audit disk that must hold up only the
+`audit.fsync: always`, a slow audit disk that must hold up only the
 requests waiting for their own lines, never the event loop (a tunnel
-already open keeps moving bytes while an fsync takes seconds).
+already open keeps moving bytes while an fsync takes seconds), and the
+log rotated (SIGUSR1) five times under load.
 
 Topology: netns sbx (sluice, clients) <-veth-> netns up: fakeup over TLS
 on 198.18.50.2:443, plain HTTP on 198.18.50.2:80."""
@@ -211,6 +212,89 @@ class TestFaults(st.ProxyTestCase):
         self.assertEqual((got["slow-req"]["decision"],
                           got["slow-req"]["status"]), ("allow", 200))
         self.assertEqual(got["slow-deny"]["decision"], "deny")
+
+
+    # -- rotation under load -----------------------------------------------
+
+    def rotate_under_load(self, name, port, fsync):
+        """Four clients send requests back to back on kept-alive
+        connections while the log is renamed and reopened (SIGUSR1) five
+        times: every file verifies as one chain in order, and every
+        request answered 200 has exactly one line (start and end with
+        "always"), none lost, none twice."""
+        import signal
+        import threading
+        h = self.h
+        doc = self.doc_in(name, port)
+        doc["audit"]["fsync"] = fsync
+        s = tah.start_sluice(h, name, doc)
+        log = doc["audit"]["path"]
+        tok = h.token("model", sub="run-" + name)
+        stop = threading.Event()
+        oks, errors = [], []
+
+        def client():
+            n = 0
+            try:
+                c = h.raw(port, timeout=10.0)
+                while not stop.is_set():
+                    c.send(self.req("model", "/v1/echo", tok))
+                    r = c.read_response(timeout=10.0)
+                    if r.status != 200:
+                        errors.append(r.status)
+                        break
+                    n += 1
+                c.close()
+            except Exception as e:  # noqa: BLE001 (reported below)
+                errors.append(repr(e))
+            oks.append(n)
+
+        threads = [threading.Thread(target=client) for _ in range(4)]
+        for t in threads:
+            t.start()
+        files = []
+        try:
+            for i in range(5):
+                time.sleep(0.2)
+                old = "%s.%d" % (log, i + 1)
+                os.rename(log, old)
+                files.append(old)
+                s.signal(signal.SIGUSR1)
+                self.assertTrue(st.wait_until(lambda: os.path.exists(log),
+                                              st.ENV.slow(5)),
+                                "SIGUSR1 did not create a new file")
+            time.sleep(0.2)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(30)
+        self.assertEqual(errors, [])
+        tah.stop_clean(self, s)
+        files.append(log)
+        p = tah.audit_verify(files)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("%d file(s)" % len(files), p.stdout)
+        self.assertNotIn("not ended", p.stdout)
+        evs = []
+        for f in files:
+            evs += tah.events(f)
+        mine = [e for e in tah.merge_phases(evs)
+                if e.get("sub") == "run-" + name]
+        ids = [e["id"] for e in mine]
+        self.assertEqual(len(ids), len(set(ids)), "a line twice")
+        self.assertEqual(len(mine), sum(oks),
+                         "lines %d, 200s %d" % (len(mine), sum(oks)))
+        self.assertGreater(sum(oks), 20, oks)
+        # Each rotated file got lines of the load.
+        for f in files[1:-1]:
+            self.assertTrue(any(e.get("sub") == "run-" + name
+                                for e in tah.events(f)), f)
+
+    def test_rotation_under_load(self):
+        self.rotate_under_load("rot", 3142, "interval")
+
+    def test_rotation_under_load_always(self):
+        self.rotate_under_load("rota", 3143, "always")
 
 
 if __name__ == "__main__":
