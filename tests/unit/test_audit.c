@@ -931,6 +931,39 @@ find_fd(const char *path)
 	return -1;
 }
 
+/*
+ * A log whose writes fail with EBADF: the writer's descriptor is made to
+ * read only (no root needed); mend_fd() gives it back, close_fd() closes
+ * the two spares (after the writer is closed).
+ */
+struct broken_fd {
+	int fd, rw, ro;
+};
+
+static void
+break_fd(const char *path, struct broken_fd *b)
+{
+	b->fd = find_fd(path);
+	assert_true(b->fd >= 0);
+	b->rw = dup(b->fd);
+	b->ro = open(path, O_RDONLY);
+	assert_true(b->rw >= 0 && b->ro >= 0);
+	assert_int_equal(dup2(b->ro, b->fd), b->fd);
+}
+
+static void
+mend_fd(const struct broken_fd *b)
+{
+	assert_int_equal(dup2(b->rw, b->fd), b->fd);
+}
+
+static void
+close_fd(const struct broken_fd *b)
+{
+	close(b->ro);
+	close(b->rw);
+}
+
 static uint64_t
 metric_value(const char *name)
 {
@@ -962,17 +995,12 @@ test_failed_state_deny(void **state)
 	struct fixture *fx = *state;
 	struct audit *a = open_audit(fx);
 	struct lines l;
-	int fd, ro, rw;
+	struct broken_fd b;
 	const char *files[1] = { fx->path };
 
 	write_events(a, 2, "http.request");
-	fd = find_fd(fx->path);
-	assert_true(fd >= 0);
 	/* Every write now fails with EBADF. */
-	rw = dup(fd);
-	ro = open(fx->path, O_RDONLY);
-	assert_true(rw >= 0 && ro >= 0);
-	assert_int_equal(dup2(ro, fd), fd);
+	break_fd(fx->path, &b);
 	assert_false(audit_failed(a));
 	audit_begin(a, "http.request");
 	audit_add_cstr(a, "lost", "1");
@@ -986,14 +1014,13 @@ test_failed_state_deny(void **state)
 	assert_true(audit_failed(a));
 	assert_int_equal(metric_value("sluice_audit_write_errors_total"), 2);
 	/* Space returns: the first good write ends the failed state. */
-	assert_int_equal(dup2(rw, fd), fd);
+	mend_fd(&b);
 	write_events(a, 1, "http.request");
 	assert_false(audit_failed(a));
 	assert_int_equal(audit_sync(a), 0);
 	assert_int_equal(metric_value("sluice_audit_failed"), 0);
 	audit_close(a);
-	close(ro);
-	close(rw);
+	close_fd(&b);
 	read_lines(fx->path, &l);
 	assert_int_equal(l.n, 3);
 	assert_null(strstr(l.buf, "lost"));
@@ -1052,26 +1079,21 @@ test_failed_state_allow(void **state)
 	struct fixture *fx = *state;
 	struct audit *a;
 	struct lines l;
-	int fd, ro, rw;
+	struct broken_fd b;
 
 	fx->ac.ac_on_error_allow = 1;
 	a = open_audit(fx);
 	write_events(a, 1, "http.request");
-	fd = find_fd(fx->path);
-	assert_true(fd >= 0);
-	rw = dup(fd);
-	ro = open(fx->path, O_RDONLY);
-	assert_int_equal(dup2(ro, fd), fd);
+	break_fd(fx->path, &b);
 	audit_begin(a, "http.request");
 	assert_int_equal(audit_commit(a), -1);
 	/* "allow" has no failed state, but the error is counted. */
 	assert_false(audit_failed(a));
 	assert_int_equal(metric_value("sluice_audit_write_errors_total"), 1);
-	assert_int_equal(dup2(rw, fd), fd);
+	mend_fd(&b);
 	write_events(a, 1, "http.request");
 	audit_close(a);
-	close(ro);
-	close(rw);
+	close_fd(&b);
 	read_lines(fx->path, &l);
 	check_chain(&l, 1, zeros64);
 	assert_int_equal(l.n, 2);
@@ -1510,18 +1532,13 @@ test_thread_write_error(void **state)
 	struct audit *a;
 	struct lines l;
 	double t0;
-	int fd, ro, rw;
+	struct broken_fd b;
 
 	assert_non_null(base);
 	a = open_audit_base(fx, base);
 	write_events(a, 2, "http.request");
 	assert_int_equal(audit_sync(a), 0);
-	fd = find_fd(fx->path);
-	assert_true(fd >= 0);
-	rw = dup(fd);
-	ro = open(fx->path, O_RDONLY);
-	assert_true(rw >= 0 && ro >= 0);
-	assert_int_equal(dup2(ro, fd), fd);
+	break_fd(fx->path, &b);
 	audit_begin(a, "http.request");
 	audit_add_cstr(a, "lost", "1");
 	assert_int_equal(audit_commit(a), 0); /* queued */
@@ -1532,7 +1549,7 @@ test_thread_write_error(void **state)
 	assert_true(audit_failed(a));
 	assert_int_equal(metric_value("sluice_audit_failed"), 1);
 	assert_int_equal(metric_value("sluice_audit_write_errors_total"), 1);
-	assert_int_equal(dup2(rw, fd), fd);
+	mend_fd(&b);
 	write_events(a, 1, "http.request");
 	t0 = now_s();
 	while (audit_failed(a) && now_s() - t0 < 10.0)
@@ -1541,8 +1558,7 @@ test_thread_write_error(void **state)
 	assert_int_equal(metric_value("sluice_audit_failed"), 0);
 	audit_close(a);
 	event_base_free(base);
-	close(ro);
-	close(rw);
+	close_fd(&b);
 	read_lines(fx->path, &l);
 	assert_int_equal(l.n, 3);
 	assert_null(strstr(l.buf, "lost"));
@@ -1650,7 +1666,8 @@ test_thread_always(void **state)
 	struct audit_conf ac;
 	char why[256] = "";
 	struct audit *a;
-	int i, fd, ro, rw;
+	struct broken_fd b;
+	int i;
 
 	assert_non_null(base);
 	memset(aw, 0, sizeof(aw));
@@ -1684,12 +1701,7 @@ test_thread_always(void **state)
 		assert_true(w.lines[i] >= (size_t)w.order[i] + 1);
 	}
 	/* A line that cannot be written: answered, not ok. */
-	fd = find_fd(fx->path);
-	assert_true(fd >= 0);
-	rw = dup(fd);
-	ro = open(fx->path, O_RDONLY);
-	assert_true(rw >= 0 && ro >= 0);
-	assert_int_equal(dup2(ro, fd), fd);
+	break_fd(fx->path, &b);
 	wa[5] = (struct wait_arg){ &w, 5 };
 	begin_line(a, 5);
 	assert_int_equal(audit_commit_wait(a, &aw[5], wait_answered, &wa[5]),
@@ -1699,10 +1711,9 @@ test_thread_always(void **state)
 	assert_int_equal(w.order[4], 5);
 	assert_int_equal(w.ok[4], 0);
 	assert_true(audit_failed(a));
-	/* Failed ("deny"): a wait is refused at once or answered not ok. */
-	assert_int_equal(dup2(rw, fd), fd);
-	close(ro);
-	close(rw);
+	/* Space returns: the next line ends the failed state. */
+	mend_fd(&b);
+	close_fd(&b);
 	wa[6] = (struct wait_arg){ &w, 6 };
 	begin_line(a, 6);
 	assert_int_equal(audit_commit_wait(a, &aw[6], wait_answered, &wa[6]),
