@@ -339,6 +339,34 @@ ka_thread(void *arg)
 	return NULL;
 }
 
+/*
+ * The answer to a CONNECT, whose 200 has no body: 0 when it is 200, else
+ * the error is counted (with a status when there is one).
+ */
+static int
+connect_head(struct conn *c)
+{
+	char m[64], *line;
+
+	line = get_line(c);
+	if (line == NULL || strncmp(line, "HTTP/1.1 200", 12) != 0) {
+		if (line != NULL && strlen(line) >= 12)
+			count_status((int)strtol(line + 9, NULL, 10));
+		(void)snprintf(m, sizeof(m), "CONNECT: %.40s",
+		    line != NULL ? line : "(closed)");
+		note_err(m);
+		return -1;
+	}
+	do
+		line = get_line(c);
+	while (line != NULL && *line != '\0');
+	if (line == NULL) {
+		note_err("CONNECT head cut");
+		return -1;
+	}
+	return 0;
+}
+
 static void *
 tunnel_thread(void *arg)
 {
@@ -368,27 +396,8 @@ tunnel_thread(void *arg)
 			note_err("CONNECT write failed");
 			goto next;
 		}
-		/* A CONNECT's 200 has no body: read the head alone. */
-		{
-			char *line = get_line(c);
-
-			if (line == NULL ||
-			    strncmp(line, "HTTP/1.1 200", 12) != 0) {
-				char m[64];
-
-				(void)snprintf(m, sizeof(m), "CONNECT: %.40s",
-				    line != NULL ? line : "(closed)");
-				note_err(m);
-				goto next;
-			}
-			do
-				line = get_line(c);
-			while (line != NULL && *line != '\0');
-			if (line == NULL) {
-				note_err("CONNECT head cut");
-				goto next;
-			}
-		}
+		if (connect_head(c) != 0)
+			goto next;
 		if (write_all(c->fd, req, (size_t)reqlen) != 0) {
 			note_err("tunnel write failed");
 			goto next;
