@@ -160,9 +160,9 @@ def main():
     samples = read_samples(os.path.join(out, "samples.csv"))
     at = {k: read_samples(os.path.join(out, "run", "at-%s.csv" % k))
           for k in ("start", "warm", "end")}
-    p("%-8s %9s %9s %9s %9s %12s %9s %7s" %
+    p("%-8s %8s %8s %8s %8s %12s | %9s %8s %7s" %
       ("RSS MB", "start", "warm-up", "peak", "end", "end-warm-up",
-       "fds warm", "fds end"))
+       "fds start", "warm-up", "end"))
     figures = {}
     for role in ("parent", "engine"):
         s0 = one(at["start"], role)
@@ -183,11 +183,13 @@ def main():
         figures[role] = {
             "rss_kb_start": s0["rss_kb"] if s0 else None,
             "rss_kb_warm": sw["rss_kb"], "rss_kb_peak": peak,
-            "rss_kb_end": se["rss_kb"], "fds_warm": sw["fds"],
+            "rss_kb_end": se["rss_kb"],
+            "fds_start": s0["fds"] if s0 else None, "fds_warm": sw["fds"],
             "fds_end": se["fds"], "pids": pids}
-        p("%-8s %9s %9s %9s %9s %+12.1f %9d %7d" %
+        p("%-8s %8s %8s %8s %8s %+12.1f | %9s %8d %7d" %
           (role, mb(s0["rss_kb"] if s0 else None), mb(sw["rss_kb"]),
-           mb(peak), mb(se["rss_kb"]), growth, sw["fds"], se["fds"]))
+           mb(peak), mb(se["rss_kb"]), growth,
+           s0["fds"] if s0 else "-", sw["fds"], se["fds"]))
         if len(pids) > 1:
             fails.append("%s pid changed during the run (%s): restarted"
                          % (role, " ".join(pids)))
