@@ -108,6 +108,7 @@ static struct {
 	struct event *kill_ev;
 	struct event *hook_ev;   /* test builds: SIGUSR2 */
 	struct event *reload_ev; /* forks the reload's engine */
+	struct event *ack_ev;    /* sends the audit answers that are due */
 	unsigned backoff_ms;
 	uint64_t restarts;
 	/* In an engine. */
@@ -150,7 +151,7 @@ static void
 engine_free_events(void)
 {
 	struct event **evs[] = { &eg.chld_ev, &eg.restart_ev, &eg.kill_ev,
-		&eg.hook_ev, &eg.reload_ev };
+		&eg.hook_ev, &eg.reload_ev, &eg.ack_ev };
 	size_t i;
 
 	for (i = 0; i < SL_NELEM(evs); i++) {
@@ -361,19 +362,27 @@ engine_parent_end_cb(struct chan *ch, const char *why, void *arg)
 	e->e_ch = NULL;
 }
 
-/* Send the answers that are due, in order; read on when there is room. */
+/*
+ * Send the answers that are due, in order; read on when there is room.
+ * An answer says "up to line n": a run of answers alike goes as one.
+ */
 static void
 engine_audit_flush(struct engine *e)
 {
 	struct engine_ack *ea;
+	int ok;
 
 	while (e->e_rhead != e->e_rtail &&
 	    (ea = &e->e_ring[e->e_rhead % ENGINE_ACK_RING])->ea_done) {
-		e->e_rhead++;
-		e->e_acked++;
+		ok = ea->ea_ok;
+		do {
+			e->e_rhead++;
+			e->e_acked++;
+		} while (e->e_rhead != e->e_rtail &&
+		    (ea = &e->e_ring[e->e_rhead % ENGINE_ACK_RING])->ea_done &&
+		    ea->ea_ok == ok);
 		if (e->e_afd != -1)
-			(void)audit_remote_reply(e->e_afd, 0, ea->ea_ok,
-			    e->e_acked);
+			(void)audit_remote_reply(e->e_afd, 0, ok, e->e_acked);
 	}
 	if (e->e_rfull && e->e_rtail - e->e_rhead < ENGINE_ACK_RING &&
 	    e->e_aev != NULL) {
@@ -383,6 +392,20 @@ engine_audit_flush(struct engine *e)
 	}
 }
 
+/* The answers of one turn of the loop, sent together (ack_ev). */
+static void
+engine_audit_ack_all(evutil_socket_t fd, short what, void *arg)
+{
+	int i;
+
+	(void)fd;
+	(void)what;
+	(void)arg;
+	for (i = 0; i < ENGINE_SLOTS; i++)
+		if (eg.e[i].e_pid > 0 && !eg.e[i].e_reaped)
+			engine_audit_flush(&eg.e[i]);
+}
+
 static void
 engine_audit_ack_cb(void *arg, int ok)
 {
@@ -390,7 +413,8 @@ engine_audit_ack_cb(void *arg, int ok)
 
 	ea->ea_done = 1;
 	ea->ea_ok = ok;
-	engine_audit_flush(ea->ea_e);
+	/* The other lines made durable with it are answered this turn. */
+	event_active(eg.ack_ev, EV_TIMEOUT, 0);
 }
 
 /* Forget the waits of an engine that is gone (nobody to answer). */
@@ -708,6 +732,8 @@ engine_start(struct proxy_env *env, const struct engine_ops *ops, char *why,
 	    (eg.kill_ev = evtimer_new(env->pe_base, engine_kill_cb, NULL)) ==
 		NULL ||
 	    (eg.reload_ev = evtimer_new(env->pe_base, engine_reload_cb,
+		 NULL)) == NULL ||
+	    (eg.ack_ev = event_new(env->pe_base, -1, 0, engine_audit_ack_all,
 		 NULL)) == NULL) {
 		snprintf(why, whylen, "engine: out of memory");
 		return -1;

@@ -2275,23 +2275,20 @@ audit_remote_commit(struct audit *a, struct audit_wait *aw, audit_wait_cb *cb,
 		a->a_rsent++;
 		if (aw != NULL)
 			audit_wait_add(a, aw, a->a_rsent, cb, arg);
-		/* Someone waits: send it now, not at the end of the turn. */
-		(void)audit_remote_flush(a);
-		audit_remote_arm(a);
-		if (aw != NULL)
-			return 1;
-		return a->a_failed ? -1 : 0;
 	}
 	/*
 	 * Sent once the callbacks of this turn of the loop are done (a zero
 	 * timer fires on the next turn): the response goes to the client
-	 * before the parent is woken, and one wake takes a turn's lines.
+	 * before the parent is woken, and one wake takes a turn's lines,
+	 * the waiting ones too (many to one fsync).
 	 */
 	if (!evtimer_pending(a->a_rflush, NULL)) {
 		struct timeval zero = { 0, 0 };
 
 		(void)evtimer_add(a->a_rflush, &zero);
 	}
+	if (aw != NULL)
+		return 1;
 	return a->a_failed ? -1 : 0;
 }
 

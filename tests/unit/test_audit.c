@@ -1744,7 +1744,8 @@ test_thread_always(void **state)
 
 /*
  * An engine's writer (audit_remote()) with fsync "always": a waiting line
- * goes at once as an 'S' datagram, a plain one as 'L'; each wait is
+ * goes as an 'S' datagram, a plain one as 'L', both at the end of the
+ * loop's turn; each wait is
  * answered from the loop by the parent's ack for its count (ok or not),
  * and all are answered not ok when the parent's channel closes.
  */
@@ -1783,6 +1784,9 @@ test_remote_waits(void **state)
 	begin_line(a, 2);
 	assert_int_equal(audit_commit_wait(a, &aw[2], wait_answered, &wa[2]),
 	    1);
+	/* Sent at the end of the loop's turn, the waiting lines too. */
+	assert_int_equal(recv(sv[1], buf, sizeof(buf), MSG_DONTWAIT), -1);
+	assert_int_equal(event_base_loop(base, EVLOOP_NONBLOCK), 0);
 	for (i = 0; i < 4; i++) {
 		n = recv(sv[1], buf, sizeof(buf), MSG_DONTWAIT);
 		assert_true(n > 1);
