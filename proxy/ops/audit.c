@@ -140,6 +140,7 @@ struct audit {
 	uint64_t a_rsent, a_racked; /* "sync" lines sent, acked durable */
 	int a_rfull;                /* the queue overflowed */
 	int a_rparent;              /* the parent's writer is failed */
+	int a_rdead;                /* the parent's channel is closed */
 	char a_rts[32];
 	char a_revent[AUDIT_EVENT_MAX + 1];
 	/* The parent: told when the failed state starts or ends. */
@@ -2167,6 +2168,7 @@ audit_remote_cb(evutil_socket_t fd, short what, void *arg)
 		/* The parent is gone: nothing can be written any more. */
 		log_warnx("audit: the parent's channel is closed");
 		a->a_rparent = 1;
+		a->a_rdead = 1;
 		a->a_allow = 0;
 		audit_remote_state(a);
 		audit_waits_lose(a);
@@ -2250,11 +2252,16 @@ audit_remote_commit(struct audit *a, struct audit_wait *aw, audit_wait_cb *cb,
 	unsigned char kind, elen;
 	struct iovec iov[5];
 	size_t len;
+	int sync;
+
+	/* Nobody is left to answer: a wait would never end. */
+	if (a->a_rdead)
+		aw = NULL;
 	/*
 	 * Failed: the line asks for the parent's answer, which says whether
 	 * the write that ends the failed state went through.
 	 */
-	int sync = aw != NULL || a->a_failed;
+	sync = aw != NULL || a->a_failed;
 
 	a->a_building = 0;
 	if (a->a_overflow) {
@@ -2329,7 +2336,7 @@ audit_remote(struct audit *a, int fd, struct event_base *base)
 	a->a_rq_tail = &a->a_rq;
 	a->a_rq_bytes = 0;
 	a->a_rsent = a->a_racked = 0;
-	a->a_rfull = a->a_rparent = 0;
+	a->a_rfull = a->a_rparent = a->a_rdead = 0;
 	a->a_failed = 0;
 	a->a_state_cb = NULL;
 	/* The parent's waits are its engines', not this one's. */

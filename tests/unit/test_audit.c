@@ -1827,6 +1827,12 @@ test_remote_waits(void **state)
 	assert_int_equal(w.n, 4);
 	assert_int_equal(w.order[3], 3);
 	assert_int_equal(w.ok[3], 0);
+	/* With nobody left to answer, a line is not waited for at all. */
+	begin_line(a, 4);
+	assert_int_equal(audit_commit_wait(a, &aw[0], wait_answered, &wa[0]),
+	    -1);
+	(void)event_base_loop(base, EVLOOP_NONBLOCK);
+	assert_int_equal(w.n, 4);
 	audit_close(a);
 	event_base_free(base);
 }
