@@ -77,10 +77,19 @@ request_log_decision(struct audit *a, const struct request *rq, int allow,
 		audit_add_uint(a, "port", rq->rq_dest_port);
 }
 
-/* Who asked for what: the fields of a request's line after its route. */
+/*
+ * Who asked for what, after the decision: listener, client, sandbox,
+ * route, then the token's names and the request's. Both a single line and
+ * a start line carry them ("always": the end line does not).
+ */
 static void
-request_log_names(struct conn *c, struct audit *a, const struct request *rq)
+request_log_who(struct conn *c, struct audit *a, const struct request *rq,
+    const struct listener_conf *lc, const char *client, const char *route)
 {
+	audit_add_cstr(a, "listener", lc != NULL ? lc->lc_name : "");
+	audit_add_cstr(a, "client", client);
+	audit_add_cstr(a, "sandbox", conn_sbx_id(c));
+	audit_add_cstr(a, "route", route);
 	if (c->cn_icpt != NULL)
 		audit_add_cstr(a, "via", "connect");
 	if (rq->rq_sub[0] != '\0')
@@ -125,9 +134,7 @@ request_log_hold(struct conn *c, enum reason r, int hold)
 {
 	struct request *rq = c->cn_req;
 	struct audit *a = c->cn_env->pe_audit;
-	const struct listener_conf *lc;
 	const char *route;
-	char client[64];
 	double secs;
 	int allow, report;
 
@@ -151,8 +158,6 @@ request_log_hold(struct conn *c, enum reason r, int hold)
 	request_log_metrics(c, rq, route, allow, report, r, secs);
 	if (a == NULL)
 		return;
-	lc = conn_listener(c, rq->rq_cf);
-	peer_str(c, client, sizeof(client));
 	if (rq->rq_started) {
 		/* Its start line named it: the end line says how it went. */
 		audit_begin(a, rq->rq_connect ? "connect.end" : "http.end");
@@ -160,6 +165,10 @@ request_log_hold(struct conn *c, enum reason r, int hold)
 		request_log_decision(a, rq, allow, report, r);
 		request_log_fields(a, rq, secs);
 	} else {
+		const struct listener_conf *lc = conn_listener(c, rq->rq_cf);
+		char client[64];
+
+		peer_str(c, client, sizeof(client));
 		/*
 		 * A repeat of a refusal just logged is counted, not written;
 		 * not while the log is failed, where each line retries the
@@ -172,11 +181,7 @@ request_log_hold(struct conn *c, enum reason r, int hold)
 		    rq->rq_connect ? "connect.tunnel" : "http.request");
 		audit_add_cstr(a, "id", rq->rq_id);
 		request_log_decision(a, rq, allow, report, r);
-		audit_add_cstr(a, "listener", lc != NULL ? lc->lc_name : "");
-		audit_add_cstr(a, "client", client);
-		audit_add_cstr(a, "sandbox", conn_sbx_id(c));
-		audit_add_cstr(a, "route", route);
-		request_log_names(c, a, rq);
+		request_log_who(c, a, rq, lc, client, route);
 		request_log_fields(a, rq, secs);
 	}
 	/*
@@ -202,25 +207,19 @@ request_log_start(struct conn *c, audit_wait_cb *cb)
 {
 	struct request *rq = c->cn_req;
 	struct audit *a = c->cn_env->pe_audit;
-	const struct listener_conf *lc;
 	char client[64];
 	int rc;
 
 	if (!audit_durable(a))
 		return 0;
-	lc = conn_listener(c, rq->rq_cf);
 	peer_str(c, client, sizeof(client));
 	audit_begin(a, rq->rq_connect ? "connect.tunnel" : "http.request");
 	audit_add_cstr(a, "id", rq->rq_id);
 	audit_add_cstr(a, "phase", "start");
 	/* What it is let out as: allow, or report with why it would not. */
 	request_log_decision(a, rq, 1, rq->rq_report, REASON_OK);
-	audit_add_cstr(a, "listener", lc != NULL ? lc->lc_name : "");
-	audit_add_cstr(a, "client", client);
-	audit_add_cstr(a, "sandbox", conn_sbx_id(c));
-	audit_add_cstr(a, "route",
+	request_log_who(c, a, rq, conn_listener(c, rq->rq_cf), client,
 	    rq->rq_route != NULL ? rq->rq_route->rt_audience : NULL);
-	request_log_names(c, a, rq);
 	rc = audit_commit_wait(a, &c->cn_aw, cb, c);
 	if (rc != -1)
 		rq->rq_started = 1;
