@@ -184,12 +184,11 @@ static int audit_remote_commit(struct audit *, struct audit_wait *,
     audit_wait_cb *, void *);
 static void audit_waits_drop(struct audit *);
 static void audit_waits_cb(evutil_socket_t, short, void *);
-static int audit_remote_wait(struct audit *);
 static int audit_remote_read(struct audit *);
 static void audit_remote_flush_cb(evutil_socket_t, short, void *);
 static void audit_remote_free(struct audit *);
 static void audit_waits_run(struct audit *);
-static void audit_waits_lose(struct audit *);
+static void audit_waits_answer(struct audit *, uint64_t, int);
 
 /*
  * Escape len bytes of s as the inside of a JSON string into dst, writing
@@ -1150,8 +1149,12 @@ audit_sync(struct audit *a)
 
 	if (a == NULL)
 		return 0;
+	/*
+	 * An engine's lines are the parent's to make durable (a request
+	 * waits for its own with audit_commit_wait()): only the state here.
+	 */
 	if (a->a_rfd != -1)
-		return audit_remote_wait(a) == -1 || a->a_failed ? -1 : 0;
+		return a->a_failed ? -1 : 0;
 	if ((w = a->a_w) == NULL) {
 		if (a->a_failed)
 			return -1;
@@ -1251,17 +1254,27 @@ audit_waits_cb(evutil_socket_t fd, short what, void *arg)
 	audit_waits_run(arg);
 }
 
-/* Every wait still open is lost (the parent's channel is gone). */
+/*
+ * An engine's waits up to 'S' line upto are answered (ok or not), to be
+ * run on the next turn of the loop: the parent's ack, or its channel gone
+ * (UINT64_MAX, not ok).
+ */
 static void
-audit_waits_lose(struct audit *a)
+audit_waits_answer(struct audit *a, uint64_t upto, int ok)
 {
 	struct audit_wait *aw;
+	int any = 0;
 
 	TAILQ_FOREACH(aw, &a->a_waits, aw_entry) {
-		if (!aw->aw_done)
-			aw->aw_done = 1, aw->aw_ok = 0;
+		if (aw->aw_seq > upto)
+			break;
+		if (!aw->aw_done) {
+			aw->aw_done = 1;
+			aw->aw_ok = ok;
+			any = 1;
+		}
 	}
-	if (!TAILQ_EMPTY(&a->a_waits))
+	if (any)
 		event_active(a->a_wev, EV_TIMEOUT, 0);
 }
 
@@ -1293,8 +1306,8 @@ audit_commit_wait(struct audit *a, struct audit_wait *aw, audit_wait_cb *cb,
 		return 0;
 	if (!a->a_building)
 		return -1;
-	if (a->a_fsync != AUDIT_FSYNC_ALWAYS || a->a_wev == NULL ||
-	    (a->a_rfd == -1 && a->a_w == NULL)) {
+	/* a_wev: an event loop, with the writer thread or the parent's. */
+	if (a->a_fsync != AUDIT_FSYNC_ALWAYS || a->a_wev == NULL) {
 		/* Inline: written (and fsynced, "always") on return. */
 		rc = audit_commit(a);
 		return rc == -1 && !a->a_allow ? -1 : 0;
@@ -1984,8 +1997,7 @@ audit_close(struct audit *a)
 #define AUDIT_RKIND_ACK   1
 #define AUDIT_RKIND_STATE 2
 #define AUDIT_TS_LEN      27
-#define AUDIT_RWAIT_MS    10000 /* for an ack, before calling it failed */
-#define AUDIT_RBATCH      64    /* datagrams a sendmmsg(2) */
+#define AUDIT_RBATCH      64 /* datagrams a sendmmsg(2) */
 
 struct audit_rmsg {
 	uint32_t ar_kind;
@@ -2016,26 +2028,6 @@ audit_remote_state(struct audit *a)
 	a->a_failed = failed;
 }
 
-/* The waits up to a_racked are answered ok (or not). */
-static void
-audit_remote_acked(struct audit *a, int ok)
-{
-	struct audit_wait *aw;
-	int any = 0;
-
-	TAILQ_FOREACH(aw, &a->a_waits, aw_entry) {
-		if (aw->aw_seq > a->a_racked)
-			break;
-		if (!aw->aw_done) {
-			aw->aw_done = 1;
-			aw->aw_ok = ok;
-			any = 1;
-		}
-	}
-	if (any)
-		event_active(a->a_wev, EV_TIMEOUT, 0);
-}
-
 /* Take in what the parent sent. -1: the channel is over or malformed. */
 static int
 audit_remote_read(struct audit *a)
@@ -2057,7 +2049,7 @@ audit_remote_read(struct audit *a)
 			 * (an ack may arrive after the state it had ended).
 			 */
 			a->a_racked = m.ar_n;
-			audit_remote_acked(a, m.ar_val == 1);
+			audit_waits_answer(a, a->a_racked, m.ar_val == 1);
 		} else if (m.ar_kind == AUDIT_RKIND_STATE && m.ar_val <= 1)
 			a->a_rparent = (int)m.ar_val;
 		else
@@ -2171,7 +2163,7 @@ audit_remote_cb(evutil_socket_t fd, short what, void *arg)
 		a->a_rdead = 1;
 		a->a_allow = 0;
 		audit_remote_state(a);
-		audit_waits_lose(a);
+		audit_waits_answer(a, UINT64_MAX, 0);
 		(void)event_del(a->a_rev);
 		(void)event_del(a->a_rwev);
 		return;
@@ -2207,39 +2199,6 @@ audit_remote_queue(struct audit *a, const struct iovec *iov, int n, size_t len)
 	a->a_rq_tail = &q->rq_next;
 	a->a_rq_bytes += len;
 	return 0;
-}
-
-/* fsync "always": block until the parent says line a_rsent is durable. */
-static int
-audit_remote_wait(struct audit *a)
-{
-	struct pollfd pfd;
-	int r;
-
-	while (a->a_racked < a->a_rsent) {
-		pfd.fd = a->a_rfd;
-		pfd.events = POLLIN | (a->a_rq != NULL ? POLLOUT : 0);
-		pfd.revents = 0;
-		r = poll(&pfd, 1, AUDIT_RWAIT_MS);
-		if (r == -1 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		if ((pfd.revents & POLLOUT) && audit_remote_flush(a) == -1)
-			break;
-		if ((pfd.revents & (POLLIN | POLLHUP | POLLERR)) &&
-		    audit_remote_read(a) == -1)
-			break;
-	}
-	audit_remote_arm(a);
-	if (a->a_racked < a->a_rsent) {
-		errno = EIO;
-		a->a_rparent = 1;
-		audit_remote_state(a);
-		audit_waits_lose(a);
-		return -1;
-	}
-	return a->a_rparent ? -1 : 0;
 }
 
 /*

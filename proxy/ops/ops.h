@@ -160,7 +160,9 @@ int audit_commit(struct audit *);
 /*
  * Make every committed line durable now (fsync if anything is pending;
  * with the writer thread this waits for it). Returns 0, or -1 on failure
- * or while in the failed state.
+ * or while in the failed state. An engine's writer (audit_remote()) only
+ * says whether it is in the failed state: the parent makes its lines
+ * durable, and audit_commit_wait() waits for one.
  */
 int audit_sync(struct audit *);
 /*
