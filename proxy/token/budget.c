@@ -15,6 +15,13 @@
  * Entries are keyed by the SHA-256 of the jti and probed linearly; pruned
  * entries become tombstones until the next compaction. Native byte order:
  * the file belongs to this machine.
+ *
+ * Several processes charge at once: the engines (`workers`, and a
+ * reload's draining ones) and the parent, which prunes. Every look at
+ * the table and every change to it holds one process-shared robust mutex
+ * in an anonymous MAP_SHARED page that the forks inherit, with the live
+ * and dead counts beside it. An engine killed while holding it leaves the
+ * table whole (each change is ordered so), and the next holder recounts.
  */
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -78,8 +85,11 @@ struct budget {
 	struct budget_hdr *b_hdr;
 	struct budget_entry *b_tab[2];
 	uint32_t b_cap;
-	uint32_t b_live; /* in the active table */
-	uint32_t b_tomb;
+	struct budget_sync {
+		pthread_mutex_t bs_lock; /* robust, process-shared */
+		uint32_t bs_live;        /* in the active table */
+		uint32_t bs_tomb;
+	} * b_sync; /* MAP_SHARED | MAP_ANONYMOUS: shared by the forks */
 };
 
 static size_t
@@ -100,6 +110,39 @@ static struct budget_entry *
 active(const struct budget *b)
 {
 	return b->b_tab[b->b_hdr->bh_active & 1];
+}
+
+static int budget_count(struct budget *);
+static int budget_err(char *, size_t, const char *, const char *, int);
+
+static int
+budget_sync_new(struct budget *b, char *why, size_t whylen)
+{
+	int err;
+
+	b->b_sync = mmap(NULL, sizeof(*b->b_sync), PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (b->b_sync == MAP_FAILED) {
+		b->b_sync = NULL;
+		return budget_err(why, whylen, b->b_path, "mmap", errno);
+	}
+	if ((err = sl_shlock_init(&b->b_sync->bs_lock)) != 0)
+		return budget_err(why, whylen, b->b_path, "mutex", err);
+	return 0;
+}
+
+static void
+budget_lock(struct budget *b)
+{
+	/* Its holder died: the tables are whole, the counts not. */
+	if (sl_shlock(&b->b_sync->bs_lock, "budget") == 1)
+		(void)budget_count(b);
+}
+
+static void
+budget_unlock(struct budget *b)
+{
+	sl_shunlock(&b->b_sync->bs_lock);
 }
 
 static void
@@ -190,7 +233,7 @@ compact(struct budget *b)
 			    from[i].be_count);
 	}
 	__atomic_store_n(&b->b_hdr->bh_active, next, __ATOMIC_RELEASE);
-	b->b_tomb = 0;
+	b->b_sync->bs_tomb = 0;
 }
 
 /* Count the live and dead entries of the active table; -1: a bad state. */
@@ -201,16 +244,16 @@ budget_count(struct budget *b)
 	uint32_t i;
 	int rc = 0;
 
-	b->b_live = b->b_tomb = 0;
+	b->b_sync->bs_live = b->b_sync->bs_tomb = 0;
 	for (i = 0; i < b->b_cap; i++) {
 		switch (__atomic_load_n(&tab[i].be_state, __ATOMIC_ACQUIRE)) {
 		case BE_EMPTY:
 			break;
 		case BE_LIVE:
-			b->b_live++;
+			b->b_sync->bs_live++;
 			break;
 		case BE_TOMB:
-			b->b_tomb++;
+			b->b_sync->bs_tomb++;
 			break;
 		default:
 			rc = -1;
@@ -314,13 +357,15 @@ budget_map(struct budget *b, char *why, size_t whylen)
 		b->b_map = NULL;
 		return budget_err(why, whylen, b->b_path, "mmap", errno);
 	}
+	if (budget_sync_new(b, why, whylen) == -1)
+		return -1;
 	b->b_hdr = b->b_map;
 	b->b_tab[0] = (struct budget_entry *)(b->b_hdr + 1);
 	b->b_tab[1] = b->b_tab[0] + b->b_cap;
 	if (budget_count(b) == -1)
 		return budget_err(why, whylen, b->b_path,
 		    "corrupt entry (refusing to reset it)", 0);
-	if (b->b_live + b->b_tomb > budget_max_load(b->b_cap))
+	if (b->b_sync->bs_live + b->b_sync->bs_tomb > budget_max_load(b->b_cap))
 		return budget_err(why, whylen, b->b_path,
 		    "corrupt: table over its load limit", 0);
 	return 0;
@@ -402,6 +447,8 @@ budget_close(struct budget *b)
 		return;
 	if (b->b_map != NULL)
 		munmap(b->b_map, b->b_maplen);
+	if (b->b_sync != NULL)
+		munmap(b->b_sync, sizeof(*b->b_sync));
 	if (b->b_fd != -1)
 		close(b->b_fd);
 	free(b->b_path);
@@ -409,17 +456,20 @@ budget_close(struct budget *b)
 }
 
 uint64_t
-budget_used(const struct budget *b, const char *jti)
+budget_used(struct budget *b, const char *jti)
 {
 	unsigned char key[32];
 	int64_t i, slot;
+	uint64_t n = 0;
 
 	if (b == NULL || jti == NULL)
 		return 0;
 	jti_key(jti, key);
-	if ((i = probe(active(b), b->b_cap, key, &slot)) < 0)
-		return 0;
-	return __atomic_load_n(&active(b)[i].be_count, __ATOMIC_ACQUIRE);
+	budget_lock(b);
+	if ((i = probe(active(b), b->b_cap, key, &slot)) >= 0)
+		n = __atomic_load_n(&active(b)[i].be_count, __ATOMIC_ACQUIRE);
+	budget_unlock(b);
+	return n;
 }
 
 /*
@@ -429,14 +479,15 @@ budget_used(const struct budget *b, const char *jti)
  * Returns -1 when the jti is new and the table already holds BUDGET_CAPACITY *
  * 3/4 live entries even after compaction: the request must then be denied.
  */
+static int charge_locked(struct budget *, const unsigned char[32], int64_t,
+    uint64_t, uint64_t *);
+
 int
 budget_charge(struct budget *b, const char *jti, int64_t exp, uint64_t limit,
     uint64_t *used)
 {
 	unsigned char key[32];
-	struct budget_entry *tab, *e;
-	int64_t i, slot;
-	uint64_t n;
+	int rc;
 
 	*used = 0;
 	if (b == NULL || jti == NULL)
@@ -446,22 +497,33 @@ budget_charge(struct budget *b, const char *jti, int64_t exp, uint64_t limit,
 		return 0;
 	}
 	jti_key(jti, key);
-	tab = active(b);
+	budget_lock(b);
+	rc = charge_locked(b, key, exp, limit, used);
+	budget_unlock(b);
+	return rc;
+}
+
+/* budget_charge() with the lock held. */
+static int
+charge_locked(struct budget *b, const unsigned char key[32], int64_t exp,
+    uint64_t limit, uint64_t *used)
+{
+	struct budget_entry *tab = active(b), *e;
+	int64_t i, slot;
+	uint64_t n;
+
 	if ((i = probe(tab, b->b_cap, key, &slot)) >= 0) {
 		e = &tab[i];
 		/*
-		 * A compare-and-swap: another engine (a reload's old one,
-		 * draining) may charge the same jti at the same moment, and
-		 * neither may grant past the limit.
+		 * Atomic stores still: a kill -9 between two of them must
+		 * leave a count that was charged, never one torn.
 		 */
 		n = __atomic_load_n(&e->be_count, __ATOMIC_ACQUIRE);
-		do {
-			if (n >= limit) {
-				*used = n;
-				return 1;
-			}
-		} while (!__atomic_compare_exchange_n(&e->be_count, &n, n + 1,
-		    0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+		if (n >= limit) {
+			*used = n;
+			return 1;
+		}
+		__atomic_store_n(&e->be_count, n + 1, __ATOMIC_RELEASE);
 		if (exp > e->be_exp)
 			e->be_exp = exp;
 		*used = n + 1;
@@ -469,20 +531,21 @@ budget_charge(struct budget *b, const char *jti, int64_t exp, uint64_t limit,
 	}
 	if (slot < 0 || tab[slot].be_state == BE_EMPTY) {
 		/* A new slot: keep the load (and so every probe) bounded. */
-		if (b->b_live + b->b_tomb + 1 > budget_max_load(b->b_cap)) {
-			if (b->b_tomb == 0)
+		if (b->b_sync->bs_live + b->b_sync->bs_tomb + 1 >
+		    budget_max_load(b->b_cap)) {
+			if (b->b_sync->bs_tomb == 0)
 				return -1;
 			compact(b);
 			tab = active(b);
 			if (probe(tab, b->b_cap, key, &slot) >= 0 || slot < 0 ||
-			    b->b_live + 1 > budget_max_load(b->b_cap))
+			    b->b_sync->bs_live + 1 > budget_max_load(b->b_cap))
 				return -1;
 		}
 	}
 	if (tab[slot].be_state == BE_TOMB)
-		b->b_tomb--;
+		b->b_sync->bs_tomb--;
 	put(&tab[slot], key, exp, 1);
-	b->b_live++;
+	b->b_sync->bs_live++;
 	*used = 1;
 	return 0;
 }
@@ -490,7 +553,7 @@ budget_charge(struct budget *b, const char *jti, int64_t exp, uint64_t limit,
 void
 budget_fill(const struct budget *b, uint64_t *live, uint64_t *limit)
 {
-	*live = b != NULL ? b->b_live : 0;
+	*live = b != NULL ? b->b_sync->bs_live : 0;
 	*limit = b != NULL ? budget_max_load(b->b_cap) : 0;
 }
 
@@ -513,21 +576,26 @@ budget_prune(struct budget *b, int64_t now)
 		return;
 	if (__builtin_sub_overflow(now, BUDGET_PRUNE_GRACE, &before))
 		return;
+	budget_lock(b);
 	tab = active(b);
 	for (i = 0; i < b->b_cap; i++)
 		if (tab[i].be_state == BE_LIVE && tab[i].be_exp < before) {
 			__atomic_store_n(&tab[i].be_state, BE_TOMB,
 			    __ATOMIC_RELEASE);
-			b->b_live--;
-			b->b_tomb++;
+			b->b_sync->bs_live--;
+			b->b_sync->bs_tomb++;
 		}
-	if (b->b_tomb > 0 && b->b_tomb >= b->b_cap / 8)
+	if (b->b_sync->bs_tomb > 0 && b->b_sync->bs_tomb >= b->b_cap / 8)
 		compact(b);
+	budget_unlock(b);
 }
 
 void
 budget_rescan(struct budget *b)
 {
-	if (b != NULL)
-		(void)budget_count(b);
+	if (b == NULL)
+		return;
+	budget_lock(b);
+	(void)budget_count(b);
+	budget_unlock(b);
 }

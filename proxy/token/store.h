@@ -51,7 +51,7 @@ struct budget *budget_open_capacity(const char *state_dir, uint32_t capacity,
     char *why, size_t whylen);
 void budget_close(struct budget *);
 /* Requests charged so far to jti (0 when unknown). */
-uint64_t budget_used(const struct budget *, const char *jti);
+uint64_t budget_used(struct budget *, const char *jti);
 /*
  * Charge one request to jti if fewer than limit were charged. Returns 0
  * (charged; *used is the new count), 1 (exhausted: nothing charged) or -1

@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <pthread.h>
+
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -53,6 +55,46 @@ sl_mono_tv(void)
 	tv.tv_sec = ts.tv_sec;
 	tv.tv_usec = (suseconds_t)(ts.tv_nsec / 1000);
 	return tv;
+}
+
+/* CLOCK_MONOTONIC in microseconds (0 if it cannot be read). */
+static inline int64_t
+sl_mono_us(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_MONOTONIC, &ts) == -1)
+		return 0;
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/*
+ * One request against a rate of rps a second with a burst of rps (GCRA:
+ * tat is the theoretical arrival time, in monotonic microseconds).
+ * Returns 0 with *next the new tat (the request fits), or the seconds to
+ * wait, at least 1 (*next untouched). rps 0: no limit.
+ */
+static inline int64_t
+sl_gcra(int64_t tat, uint64_t rps, int64_t now_us, int64_t *next)
+{
+	int64_t t, tau, wait;
+
+	if (rps == 0) {
+		*next = tat;
+		return 0;
+	}
+	t = (int64_t)(1000000 / rps);
+	if (t < 1)
+		t = 1;
+	tau = t * (int64_t)(rps - 1);
+	if (tat < now_us)
+		tat = now_us;
+	if (tat - now_us > tau) {
+		wait = (tat - tau - now_us + 999999) / 1000000;
+		return wait > 0 ? wait : 1;
+	}
+	*next = tat + t;
+	return 0;
 }
 
 /* addr.c: "addr:port" text of an IPv4 or IPv6 socket address. */
@@ -109,5 +151,15 @@ void log_ssl_errors(char *buf, size_t len);
  */
 int unixsock_listen(const char *path, mode_t mode, uid_t owner, gid_t group,
     char *why, size_t whylen);
+
+/*
+ * shlock.c: a robust process-shared mutex, in MAP_SHARED memory the forks
+ * inherit. init: 0 or an errno. sl_shlock(): 0, or 1 when the last holder
+ * died holding it (the lock is now the caller's and consistent again:
+ * repair what it guards); any other failure is fatal (what names it).
+ */
+int sl_shlock_init(pthread_mutex_t *);
+int sl_shlock(pthread_mutex_t *, const char *what);
+void sl_shunlock(pthread_mutex_t *);
 
 #endif

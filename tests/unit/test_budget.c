@@ -160,6 +160,107 @@ test_survives_kill9(void **state)
 	budget_close(b);
 }
 
+/*
+ * Engines (workers, a reload's draining ones) fork from the process that
+ * opened the table and charge at once: every charge counted once, every
+ * new jti in one entry, the live count right (the old per-process count
+ * and the unlocked insert lost entries and counts here).
+ */
+#define FORKS  3
+#define ROUNDS 4000
+
+static void
+test_forks_charge_at_once(void **state)
+{
+	struct dir *d = *state;
+	struct budget *b = open_ok(d, 1u << 15);
+	uint64_t used, live, limit;
+	pid_t pid[FORKS];
+	char jti[64];
+	int i, k, status;
+
+	for (k = 0; k < FORKS; k++) {
+		pid[k] = fork();
+		assert_true(pid[k] >= 0);
+		if (pid[k] != 0)
+			continue;
+		for (i = 0; i < ROUNDS; i++) {
+			snprintf(jti, sizeof(jti), "own-%d-%d", k, i);
+			if (budget_charge(b, "shared", 1000, 1000000, &used) !=
+				0 ||
+			    budget_charge(b, jti, 1000, 10, &used) != 0)
+				_exit(1);
+			/* A new jti with a close deadline: pruned at once. */
+			snprintf(jti, sizeof(jti), "gone-%d-%d", k, i);
+			if (budget_charge(b, jti, -5000, 10, &used) != 0)
+				_exit(1);
+			if (i % 500 == 0)
+				budget_prune(b, 0);
+		}
+		_exit(0);
+	}
+	for (k = 0; k < FORKS; k++) {
+		assert_int_equal(waitpid(pid[k], &status, 0), pid[k]);
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+	}
+	budget_prune(b, 0);
+	assert_int_equal(budget_used(b, "shared"), FORKS * ROUNDS);
+	for (k = 0; k < FORKS; k++)
+		for (i = 0; i < ROUNDS; i++) {
+			snprintf(jti, sizeof(jti), "own-%d-%d", k, i);
+			if (budget_used(b, jti) != 1)
+				fail_msg("%s: %llu", jti,
+				    (unsigned long long)budget_used(b, jti));
+		}
+	budget_fill(b, &live, &limit);
+	assert_int_equal(live, 1 + FORKS * ROUNDS);
+	budget_rescan(b);
+	budget_fill(b, &live, &limit);
+	assert_int_equal(live, 1 + FORKS * ROUNDS);
+	budget_close(b);
+}
+
+/*
+ * A process killed while it charges may hold the lock: the next one
+ * still gets it (robust), and the table is whole.
+ */
+static void
+test_holder_killed(void **state)
+{
+	struct dir *d = *state;
+	struct budget *b = open_ok(d, 1u << 12);
+	uint64_t used, before, live, limit;
+	pid_t pid;
+	int round, status;
+
+	for (round = 0; round < 20; round++) {
+		before = budget_used(b, "hot");
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			for (;;)
+				if (budget_charge(b, "hot", 1000, UINT64_MAX,
+					&used) != 0)
+					_exit(1);
+		}
+		(void)usleep(2000 + 500 * (useconds_t)round);
+		assert_int_equal(kill(pid, SIGKILL), 0);
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFSIGNALED(status));
+		/* A lock left held would hang here: the alarm ends the test. */
+		(void)alarm(10);
+		assert_int_equal(budget_charge(b, "hot", 1000, UINT64_MAX,
+				     &used),
+		    0);
+		(void)alarm(0);
+		assert_true(used > before);
+	}
+	budget_fill(b, &live, &limit);
+	assert_int_equal(live, 1);
+	budget_close(b);
+}
+
 static void
 test_prune(void **state)
 {
@@ -390,6 +491,10 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_survives_kill9, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_prune, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_forks_charge_at_once,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_holder_killed, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_full_table, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_compaction, setup,
