@@ -170,10 +170,11 @@ struct exec_conf {
  * id (what its tokens' sub or sbx claim name), the gateway-side interface
  * it sits behind and the source addresses it may use there.
  */
-#define SANDBOX_ID_MAX    64   /* bytes of an id */
-#define SANDBOX_IFACE_MAX 16   /* IFNAMSIZ, with the NUL */
-#define SANDBOX_MAX_ADDRS 16   /* addresses of one sandbox */
-#define SANDBOX_MAX       4096 /* sandboxes registered at once */
+#define SANDBOX_ID_MAX     64   /* bytes of an id */
+#define SANDBOX_IFACE_MAX  16   /* IFNAMSIZ, with the NUL */
+#define SANDBOX_MAX_ADDRS  16   /* addresses of one sandbox */
+#define SANDBOX_MAX        4096 /* sandboxes registered at once */
+#define CONFIG_WORKERS_MAX 8    /* "workers": engines serving at once */
 struct sandbox_addr {
 	unsigned char sa_fam; /* 4 or 6; 0: none */
 	unsigned char sa_b[16];
@@ -236,6 +237,7 @@ struct config {
 	size_t cf_nrevoked;
 	struct sandbox_conf *cf_sandboxes; /* gateway: the policy's */
 	size_t cf_nsandboxes;
+	unsigned cf_workers; /* engines serving at once (privsep) */
 };
 
 /*
@@ -302,11 +304,12 @@ int sandbox_addr_of(const struct sockaddr *sa, struct sandbox_addr *out);
  */
 struct sandbox {
 	struct sandbox_conf sb_conf;
-	int sb_admin;     /* added over the admin socket (persisted) */
-	int sb_removed;   /* no longer registered */
-	unsigned sb_refs; /* the registry's, and each connection's */
-	uint64_t sb_conns;
-	int64_t sb_tat_us; /* per_sandbox_rps: the bucket (GCRA) */
+	int sb_admin;      /* added over the admin socket (persisted) */
+	int sb_removed;    /* no longer registered */
+	unsigned sb_refs;  /* the registry's, and each connection's */
+	uint64_t sb_conns; /* this process's */
+	int64_t sb_tat_us; /* per_sandbox_rps: the bucket (GCRA), alone */
+	int sb_cell;       /* where the engines count it together */
 };
 struct sbx_registry;
 struct sbx_registry *sbx_registry_new(void);

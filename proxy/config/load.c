@@ -99,7 +99,7 @@ config_load(const char *path, const struct config *prev, char *why,
 	static const char *const keys[] = { "user", "listeners", "tokens",
 		"routes", "limits", "audit", "netpolicy", "admin", "metrics",
 		"state_dir", "ready_file", "intercept", "exec", "sha256",
-		"sandboxes", "enforce", NULL };
+		"sandboxes", "enforce", "workers", NULL };
 	struct cfctx cx = { path, why, whylen, prev, NULL };
 	unsigned char *buf;
 	size_t len;

@@ -322,6 +322,7 @@ config_print(const struct config *cf, FILE *f)
 	add_str_or_null(root, "ready_file", cf->cf_ready_file);
 	cJSON_AddStringToObject(root, "enforce",
 	    cf->cf_report ? "report" : "deny");
+	cJSON_AddNumberToObject(root, "workers", cf->cf_workers);
 	print_intercept(cf, root);
 	print_exec(cf, root);
 

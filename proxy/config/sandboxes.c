@@ -762,23 +762,9 @@ sbx_registry_load(struct sbx_registry *r, const struct config *cf,
 int64_t
 sandbox_rate(struct sandbox *sb, uint64_t rps, int64_t now_us)
 {
-	int64_t t, tau, wait;
+	int64_t next, wait;
 
-	if (rps == 0)
-		return 0;
-	/* GCRA: one request per t, a burst of rps within tau. */
-	t = (int64_t)(1000000 / rps);
-	if (t < 1)
-		t = 1;
-	tau = t * (int64_t)(rps - 1);
-	if (sb->sb_tat_us < now_us)
-		sb->sb_tat_us = now_us;
-	if (sb->sb_tat_us - now_us > tau) {
-		wait = sb->sb_tat_us - tau - now_us;
-		return (wait + 999999) / 1000000 > 0 ?
-		    (wait + 999999) / 1000000 :
-		    1;
-	}
-	sb->sb_tat_us += t;
-	return 0;
+	if ((wait = sl_gcra(sb->sb_tat_us, rps, now_us, &next)) == 0)
+		sb->sb_tat_us = next;
+	return wait;
 }

@@ -287,7 +287,12 @@ cf_load_misc(struct cfctx *cx, const cJSON *root)
 	const cJSON *met = cJSON_GetObjectItemCaseSensitive(root, "metrics");
 	const char *sock = NULL, *listen = NULL, *sd = "/var/lib/sluice";
 	const char *ready = NULL, *group = NULL;
+	uint64_t workers = 1;
 
+	if (cf_uint(cx, "", root, "workers", 1, CONFIG_WORKERS_MAX, &workers) ==
+	    -1)
+		return -1;
+	cf->cf_workers = (unsigned)workers;
 	if (admin != NULL &&
 	    (cf_keys(cx, "admin", admin, akeys) == -1 ||
 		cf_str(cx, "admin", admin, "socket", 0, &sock) == -1))

@@ -1243,9 +1243,9 @@ start_drop(struct exec_run *xr, int use_np, int privsep, char *why,
 }
 
 /*
- * Privilege separation: the engine serves, the ready file and READY=1
- * come when it says so (engine_ready_cb). The budget's prune is the
- * engine's: two processes must not compact the shared table.
+ * Privilege separation: the engines serve, the ready file and READY=1
+ * come when they say so (engine_ready_cb). The budget's prune is the
+ * engines' (the table's lock lets several prune).
  */
 static int
 start_engines(int ready_fd)
@@ -1256,6 +1256,9 @@ start_engines(int ready_fd)
 	if (metrics_share() == -1)
 		log_warnx("metrics: no shared memory: engine counts stay "
 			  "per engine");
+	if (share_open() == -1)
+		log_warnx("sandbox limits: no shared memory: each engine "
+			  "counts alone");
 	switch (engine_start(&d_env, &daemon_engine_ops, why, sizeof(why))) {
 	case -1:
 		log_warnx("%s", why);

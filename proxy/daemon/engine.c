@@ -67,6 +67,10 @@
 #define ENGINE_REVFILE_MAX (CHAN_MAX_PAYLOAD)
 #define ENGINE_FD_HEADROOM 64
 
+_Static_assert(ENGINE_SLOTS >= 2 * CONFIG_WORKERS_MAX,
+    "a reload's engines beside the draining ones");
+_Static_assert(METRICS_ENGINE_SLOTS >= ENGINE_SLOTS, "a metrics slot each");
+
 struct engine {
 	pid_t e_pid; /* 0: the slot is free */
 	uint64_t e_gen;
@@ -136,6 +140,14 @@ static const struct chan_kind engine_child_kinds[] = {
 };
 
 static int engine_spawn(int slot, char *why, size_t whylen);
+
+/* A slot's engine is gone, or about to be new: its counts are gone. */
+static void
+engine_slot_clear(int slot)
+{
+	metrics_engine_slot_clear(slot);
+	share_slot_clear(slot);
+}
 
 static void
 engine_arm(struct event *ev, uint64_t ms)
@@ -220,17 +232,30 @@ engine_free_slot(void)
 	return -1;
 }
 
-/* Whether an engine serves, or will, the policy in force. */
-static int
-engine_current(void)
+/*
+ * How many engines serve, or will, the policy in force (ready: only
+ * those that said so). There should be `workers` of them.
+ */
+static unsigned
+engine_current(int ready)
 {
+	unsigned n = 0;
 	int i;
 
 	for (i = 0; i < ENGINE_SLOTS; i++)
 		if (eg.e[i].e_pid > 0 && !eg.e[i].e_draining &&
-		    eg.e[i].e_gen == eg.env->pe_cf->cf_gen)
-			return 1;
-	return 0;
+		    eg.e[i].e_gen == eg.env->pe_cf->cf_gen &&
+		    (!ready || eg.e[i].e_ready))
+			n++;
+	return n;
+}
+
+static unsigned
+engine_workers(void)
+{
+	unsigned n = eg.env->pe_cf->cf_workers;
+
+	return n < 1 ? 1 : (n > CONFIG_WORKERS_MAX ? CONFIG_WORKERS_MAX : n);
 }
 
 /*
@@ -282,16 +307,22 @@ engine_answer_cb(int slot, uint64_t id, const struct sockaddr_storage *addrs,
 		log_warnx("engine %ld: control queue full", (long)e->e_pid);
 }
 
-/* The new engine serves: the older ones finish what they have. */
+/*
+ * Every engine of the policy in force serves: the ones of older
+ * policies finish what they have.
+ */
 static void
-engine_took_over(struct engine *ne)
+engine_took_over(void)
 {
 	int i;
 
+	if (engine_current(1) < engine_workers())
+		return;
 	for (i = 0; i < ENGINE_SLOTS; i++) {
 		struct engine *e = &eg.e[i];
 
-		if (e == ne || e->e_pid <= 0 || e->e_draining)
+		if (e->e_pid <= 0 || e->e_draining ||
+		    e->e_gen == eg.env->pe_cf->cf_gen)
 			continue;
 		e->e_draining = 1;
 		if (e->e_ch != NULL)
@@ -332,8 +363,9 @@ engine_parent_msg_cb(struct chan *ch, uint32_t type, const unsigned char *p,
 		}
 		e->e_ready = 1;
 		if (e->e_gen == eg.env->pe_cf->cf_gen && !e->e_draining)
-			engine_took_over(e);
-		if (!eg.first_ready) {
+			engine_took_over();
+		/* Started: once all of the first `workers` serve. */
+		if (!eg.first_ready && engine_current(1) >= engine_workers()) {
 			eg.first_ready = 1;
 			eg.ops->eo_ready(1);
 		}
@@ -493,31 +525,52 @@ engine_audit_state_cb(int failed, void *arg)
 			(void)audit_remote_reply(eg.e[i].e_afd, 1, failed, 0);
 }
 
+/*
+ * Fork engines for the policy in force until there are `workers` of
+ * them: after a death (restart: counted) or for a reload. No free slot:
+ * for a reload, the engines still draining go now. Later tries come from
+ * the restart timer.
+ */
+static void
+engine_fill(int restart)
+{
+	char why[256];
+	int slot, rc, i;
+
+	while (!eg.stopping && engine_current(0) < engine_workers()) {
+		if ((slot = engine_free_slot()) == -1) {
+			for (i = 0; !restart && i < ENGINE_SLOTS; i++)
+				if (eg.e[i].e_draining)
+					engine_kill(&eg.e[i],
+					    "drains too long");
+			log_warnx("engine: no free slot until older engines "
+				  "are gone; retrying");
+			engine_arm(eg.restart_ev, ENGINE_BACKOFF_MIN);
+			return;
+		}
+		if (restart) {
+			eg.restarts++;
+			metrics_engine_restart();
+		}
+		if ((rc = engine_spawn(slot, why, sizeof(why))) == 1)
+			return; /* the new engine, in its loop */
+		if (rc == -1) {
+			/* Engines serving an older policy go on meanwhile. */
+			log_warnx("engine: %s; retrying", why);
+			engine_arm(eg.restart_ev,
+			    restart ? ENGINE_BACKOFF_MAX : ENGINE_BACKOFF_MIN);
+			return;
+		}
+	}
+}
+
 static void
 engine_restart_cb(evutil_socket_t fd, short what, void *arg)
 {
-	char why[256];
-	int slot, rc;
-
 	(void)fd;
 	(void)what;
 	(void)arg;
-	if (eg.stopping || engine_current())
-		return;
-	if ((slot = engine_free_slot()) == -1) {
-		log_warnx("engine: no free slot; retrying");
-		engine_arm(eg.restart_ev, ENGINE_BACKOFF_MIN);
-		return;
-	}
-	eg.restarts++;
-	metrics_engine_restart();
-	metrics_engine_slot_clear(slot);
-	if ((rc = engine_spawn(slot, why, sizeof(why))) == 1)
-		return; /* the new engine, in its loop */
-	if (rc == -1) {
-		log_warnx("engine: %s; retrying", why);
-		engine_arm(eg.restart_ev, ENGINE_BACKOFF_MAX);
-	}
+	engine_fill(1);
 }
 
 static void
@@ -543,6 +596,9 @@ engine_schedule_restart(const struct timespec *born)
 	struct timespec now;
 	unsigned delay;
 
+	/* Several gone at once: the restart already due replaces them all. */
+	if (evtimer_pending(eg.restart_ev, NULL))
+		return;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	if (now.tv_sec - born->tv_sec >= ENGINE_STABLE_S)
 		eg.backoff_ms = 0;
@@ -574,7 +630,7 @@ engine_reaped(struct engine *e, int status)
 	if (e->e_afd != -1)
 		close(e->e_afd);
 	edns_forget((int)(e - eg.e));
-	metrics_engine_slot_clear((int)(e - eg.e));
+	engine_slot_clear((int)(e - eg.e));
 	if (WIFSIGNALED(status))
 		log_warnx("engine %ld: killed by signal %d (%s)",
 		    (long)e->e_pid, WTERMSIG(status),
@@ -592,7 +648,7 @@ engine_reaped(struct engine *e, int status)
 		eg.ops->eo_ready(0);
 		return;
 	}
-	if (!eg.stopping && !engine_current())
+	if (!eg.stopping && engine_current(0) < engine_workers())
 		engine_schedule_restart(&born);
 	if (eg.stopping && engine_alive() == 0) {
 		if (eg.kill_ev != NULL)
@@ -656,6 +712,7 @@ engine_spawn(int slot, char *why, size_t whylen)
 	int ctl[2], aud[2];
 	pid_t pid;
 
+	engine_slot_clear(slot);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) == -1) {
 		snprintf(why, whylen, "socketpair: %s", strerror(errno));
 		return -1;
@@ -745,9 +802,10 @@ engine_start(struct proxy_env *env, const struct engine_ops *ops, char *why,
 		log_warnx("test hook: cannot watch SIGUSR2");
 #endif
 	eg.on = 1;
-	metrics_engine_slot_clear(0);
-	if ((rc = engine_spawn(0, why, whylen)) != 0)
-		return rc; /* -1, or 1: the engine */
+	for (i = 0; i < (int)engine_workers(); i++) {
+		if ((rc = engine_spawn(i, why, whylen)) != 0)
+			return rc; /* -1 (the ones forked die with it), or 1 */
+	}
 	/* The parent serves no client: the engines do. */
 	listener_enable_all(0);
 	metrics_listen_enable(0);
@@ -772,30 +830,11 @@ engine_reload(void)
 static void
 engine_reload_cb(evutil_socket_t fd, short what, void *arg)
 {
-	char why[256];
-	int slot, i, rc;
-
 	(void)fd;
 	(void)what;
 	(void)arg;
-	if (!eg.on || eg.stopping)
-		return;
-	if ((slot = engine_free_slot()) == -1) {
-		/* Too many still draining: the oldest goes now. */
-		for (i = 0; i < ENGINE_SLOTS; i++)
-			if (eg.e[i].e_draining)
-				engine_kill(&eg.e[i], "drains too long");
-		log_warnx("engine: reload: no free slot until the oldest "
-			  "engines are gone");
-		engine_arm(eg.restart_ev, ENGINE_BACKOFF_MIN);
-		return;
-	}
-	metrics_engine_slot_clear(slot);
-	if ((rc = engine_spawn(slot, why, sizeof(why))) == -1) {
-		/* The engines serving the old policy go on. */
-		log_warnx("engine: reload: %s", why);
-		engine_arm(eg.restart_ev, ENGINE_BACKOFF_MIN);
-	}
+	if (eg.on)
+		engine_fill(0);
 }
 
 void
@@ -1216,6 +1255,7 @@ engine_child(int slot, int ctl, int afd)
 	upstream_on_remote(engine_ask_cb);
 	budget_rescan(env->pe_budget);
 	metrics_engine_slot(slot);
+	share_slot(slot);
 	metrics_preopen();
 	engine_signals();
 	if ((eg.ch = chan_new(env->pe_base, ctl, engine_child_kinds,

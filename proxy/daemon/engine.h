@@ -21,7 +21,8 @@
 
 #define ENGINE_HOST_MAX  256 /* bytes of a host asked for, NUL too */
 #define ENGINE_MAX_ADDRS 32  /* addresses of one answer */
-#define ENGINE_SLOTS     8   /* engines alive at once (one serving) */
+/* Engines alive at once: `workers` serving, as many draining a reload. */
+#define ENGINE_SLOTS 16
 
 /* Exit statuses of an engine (besides 0, drained). */
 #define ENGINE_EXIT_CHANNEL 3 /* the parent's channel ended or was bad */

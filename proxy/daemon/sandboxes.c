@@ -63,16 +63,20 @@ static int
 sbx_list(struct proxy_env *env, struct evbuffer *out)
 {
 	char addrs[SANDBOX_MAX_ADDRS * 48];
-	const struct sandbox *sb;
+	struct sandbox *sb;
 	size_t i, n = sbx_registry_count(env->pe_sbx);
+	int64_t conns;
 
 	for (i = 0; i < n; i++) {
 		sb = sbx_registry_at(env->pe_sbx, i);
 		sbx_addrs_str(&sb->sb_conf, addrs, sizeof(addrs));
+		/* The engines' count (the parent serves none itself). */
+		if ((conns = share_conns(sb->sb_conf.sc_id, &sb->sb_cell)) < 0)
+			conns = (int64_t)sb->sb_conns;
 		evbuffer_add_printf(out, "%s %s %s %s connections %llu\n",
 		    sb->sb_conf.sc_id, sb->sb_conf.sc_iface,
 		    sb->sb_admin ? "admin" : "policy", addrs,
-		    (unsigned long long)sb->sb_conns);
+		    (unsigned long long)conns);
 	}
 	evbuffer_add_printf(out, "ok %zu sandbox%s\n", n, n == 1 ? "" : "es");
 	return 0;

@@ -313,7 +313,7 @@ int metrics_share(void);
  * range is ignored. A process that never calls it uses slot 0. Rendered
  * gauges are the sums over the slots.
  */
-#define METRICS_ENGINE_SLOTS 8
+#define METRICS_ENGINE_SLOTS 16
 void metrics_engine_slot(int slot);
 /*
  * In the parent, when the engine in slot died: its gauges go to 0 (its
@@ -381,5 +381,23 @@ int admin_revoke(struct revocations *revs, struct audit *a, const char *jti,
  */
 int admin_dispatch(const struct admin_ops *, const char *line, size_t len,
     uid_t uid, struct evbuffer *out);
+
+/*
+ * share.c: what the engines count together, per sandbox: its open
+ * connections and its request rate's bucket (limits.per_sandbox_*), in
+ * memory shared by the forks. share_open() before the first fork (0, or
+ * -1: then each process counts alone). An engine names its slot
+ * (0..METRICS_ENGINE_SLOTS-1, as for the metrics); the parent zeroes a
+ * dead engine's. *cell caches where the id's counts are (any value to
+ * start: it is checked). share_conn(): 0, or -1 (not counted: no cell);
+ * share_conns(): the open connections over every engine, -1: no cell;
+ * share_rate(): as sl_gcra() on the shared bucket, -1: no cell.
+ */
+int share_open(void);
+void share_slot(int slot);
+void share_slot_clear(int slot);
+int share_conn(const char *id, int *cell, int delta);
+int64_t share_conns(const char *id, int *cell);
+int64_t share_rate(const char *id, int *cell, uint64_t rps, int64_t now_us);
 
 #endif

@@ -653,6 +653,7 @@ conn_sbx_attach(struct conn *c, struct sandbox *sb)
 		return;
 	c->cn_sbx = sandbox_ref(sb);
 	sb->sb_conns++;
+	c->cn_sbx_shared = share_conn(sb->sb_conf.sc_id, &sb->sb_cell, 1) == 0;
 	metrics_sandbox_conn(sb->sb_conf.sc_id, 1);
 }
 
@@ -665,8 +666,27 @@ conn_sbx_release(struct conn *c)
 		return;
 	c->cn_sbx = NULL;
 	sb->sb_conns--;
+	if (c->cn_sbx_shared)
+		(void)share_conn(sb->sb_conf.sc_id, &sb->sb_cell, -1);
+	c->cn_sbx_shared = 0;
 	metrics_sandbox_conn(sb->sb_conf.sc_id, -1);
 	sandbox_unref(sb);
+}
+
+/*
+ * limits.per_sandbox_rps for c's sandbox, over every engine (or this
+ * process's bucket when not shared): 0, or the seconds to wait.
+ */
+int64_t
+conn_sbx_rate(struct conn *c, const struct config *cf)
+{
+	struct sandbox *sb = c->cn_sbx;
+	uint64_t rps = cf->cf_limits.per_sandbox_rps;
+	int64_t now = proxy_env_mono_us(c->cn_env), wait;
+
+	if ((wait = share_rate(sb->sb_conf.sc_id, &sb->sb_cell, rps, now)) < 0)
+		wait = sandbox_rate(sb, rps, now);
+	return wait;
 }
 
 const char *
@@ -675,15 +695,19 @@ conn_sbx_id(const struct conn *c)
 	return c->cn_sbx != NULL ? c->cn_sbx->sb_conf.sc_id : NULL;
 }
 
+/* Over every engine (workers), or this process's when not shared. */
 int
 conn_sandbox_full(const struct proxy_env *env, const struct sockaddr *peer)
 {
-	const struct sandbox *sb;
+	struct sandbox *sb;
+	int64_t n;
 
 	if (env->pe_cf->cf_np.np_mode != NETPOLICY_GATEWAY ||
 	    (sb = sbx_registry_lookup(env->pe_sbx, peer)) == NULL)
 		return 0;
-	return sb->sb_conns >= env->pe_cf->cf_limits.per_sandbox_connections;
+	if ((n = share_conns(sb->sb_conf.sc_id, &sb->sb_cell)) < 0)
+		n = (int64_t)sb->sb_conns;
+	return (uint64_t)n >= env->pe_cf->cf_limits.per_sandbox_connections;
 }
 
 int

@@ -184,6 +184,7 @@ struct conn {
 	struct sockaddr_in6 cn_peer; /* big enough for both families */
 	struct icpt *cn_icpt;        /* an intercepted CONNECT's inside */
 	struct sandbox *cn_sbx;      /* gateway: the source's (a reference) */
+	int cn_sbx_shared;           /* counted in share.c's table too */
 	/* CONN_S_DURABLE: the wait, and the head left in the input. */
 	struct audit_wait cn_aw;
 	size_t cn_park_len;
@@ -246,6 +247,8 @@ void request_free(struct conn *);
 void conn_sbx_attach(struct conn *, struct sandbox *);
 void conn_sbx_release(struct conn *);
 const char *conn_sbx_id(const struct conn *);
+/* limits.per_sandbox_rps, over every engine: 0, or the seconds to wait. */
+int64_t conn_sbx_rate(struct conn *, const struct config *);
 
 /* head.c: read and decide request heads while the conn waits for one. */
 void conn_step_head(struct conn *);

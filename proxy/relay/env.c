@@ -30,12 +30,8 @@ proxy_env_now(const struct proxy_env *env)
 int64_t
 proxy_env_mono_us(const struct proxy_env *env)
 {
-	struct timespec ts;
-
 	(void)env;
-	if (clock_gettime(CLOCK_MONOTONIC, &ts) == -1)
-		return 0;
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+	return sl_mono_us();
 }
 
 int

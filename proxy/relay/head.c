@@ -403,9 +403,7 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 	}
 	conn_gather(c, m, &u, &v, &claims);
 	/* One sandbox's flood must not starve the others: its own rate. */
-	if (c->cn_sbx != NULL &&
-	    sandbox_rate(c->cn_sbx, rq->rq_cf->cf_limits.per_sandbox_rps,
-		proxy_env_mono_us(c->cn_env)) != 0) {
+	if (c->cn_sbx != NULL && conn_sbx_rate(c, rq->rq_cf) != 0) {
 		explicit_bzero(&claims, sizeof(claims));
 		rq->rq_sbx_limited = 1;
 		conn_deny_head(c, REASON_RATE_LIMITED, 0, headlen);

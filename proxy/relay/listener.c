@@ -78,7 +78,8 @@ listener_accept_cb(evutil_socket_t lfd, short what, void *arg)
 				log_warn("accept");
 			return;
 		}
-		if (conn_count() >= l->max_connections)
+		/* Over every engine (workers): the gauge is shared. */
+		if ((uint64_t)metrics_conn_active_total() >= l->max_connections)
 			conn_refuse(env, fd, li->li_idx, (struct sockaddr *)&ss,
 			    CONN_REFUSE_ALL);
 		else if (conn_sandbox_full(env, (struct sockaddr *)&ss))

@@ -250,6 +250,9 @@ class TestPolicySchema(unittest.TestCase):
             "string for a number": lambda d: d.update(
                 limits={"max_connections": "10"}),
             "bad enforce": lambda d: d.update(enforce="warn"),
+            "no workers": lambda d: d.update(workers=0),
+            "too many workers": lambda d: d.update(workers=9),
+            "workers not a number": lambda d: d.update(workers="2"),
             "bare * host": lambda d: d["routes"][0].update(hosts=["*"]),
             "* inside a host": lambda d: d["routes"][0].update(
                 hosts=["a.*.example"]),

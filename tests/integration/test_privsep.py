@@ -853,6 +853,81 @@ class TestPrivsep(st.ProxyTestCase):
         self.assertEqual(self.post(s).status, 200)
         self.finish(s)
 
+    # -- 10. workers: N --------------------------------------------------
+
+    def test_10_workers(self):
+        doc = self.make_doc("workers", 3410)
+        doc["workers"] = 2
+        s = self.start("workers", 3410, doc=doc)
+        limit = 30
+        metered = self.h.token("model", max_requests=limit)
+        pids = self.engines(s)
+        self.assertEqual(len(pids), 2, "engine_pids %r" % pids)
+        self.assertEqual(children(s.pid), sorted(pids))
+        # Both accept from the one listener: connections held open at
+        # once, each served by one of them (ss names the pid).
+        held, by = [], {}
+        try:
+            for _ in range(24):
+                c = self.h.raw(s.port, timeout=5)
+                held.append(c)
+                self.assertEqual(c.request(self.req(), timeout=5).status,
+                                 200)
+                pid = self.serving_pid(s, c)
+                by[pid] = by.get(pid, 0) + 1
+        finally:
+            for c in held:
+                c.close()
+        self.assertEqual(set(by), set(pids), "served by %r" % by)
+        for pid in pids:
+            self.assertConfined(s, pid)
+        # One budget across both: concurrent charges grant exactly limit.
+        outcomes = []
+
+        def spend():
+            for _ in range(10):
+                try:
+                    outcomes.append(self.post(s, tok=metered).status)
+                except OSError as e:
+                    outcomes.append(type(e).__name__)
+        threads = [threading.Thread(target=spend) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        self.assertEqual(sorted(set(outcomes)), [200, 429], outcomes)
+        self.assertEqual(outcomes.count(200), limit, outcomes)
+        # One dies: only it is replaced, the other serves on.
+        os.kill(pids[0], signal.SIGKILL)
+        e = self.engine_exit(s, pids[0])
+        self.assertKilledBy(e, 9)
+
+        def two():
+            try:
+                now = self.engines(s)
+            except OSError:
+                return None
+            return now if len(now) == 2 and pids[0] not in now else None
+        now = st.wait_until(two, 2.0, 0.01)
+        self.assertIsNotNone(now, "engines %r" % self.status(s))
+        self.assertIn(pids[1], now)
+        self.assertEqual(self.status(s).get("engine_restarts"), "1")
+        # A reload replaces both, once both new ones serve.
+        s.signal(signal.SIGHUP)
+
+        def replaced():
+            try:
+                cur = self.engines(s)
+            except OSError:
+                return None
+            return cur if len(cur) == 2 and not set(cur) & set(now) else None
+        cur = st.wait_until(replaced, 5.0, 0.02)
+        self.assertIsNotNone(cur, "engines after the reload %r" %
+                             self.status(s))
+        self.assertEqual(self.post(s).status, 200)
+        self.assertEqual(tah.metric(self.metrics(s), "sluice_engines"), 2)
+        self.finish(s)
+
 
 def main():
     for tool in ("nft", "setpriv", "ss"):
