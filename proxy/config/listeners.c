@@ -244,6 +244,9 @@ route_of_host(const struct config *cf, const char *host)
 	for (i = 0; i < cf->cf_nroutes; i++) {
 		const struct route *rt = &cf->cf_routes[i];
 
+		/* Dialled as asked (no upstream host): not one host's. */
+		if (rt->rt_up.uc_as_requested)
+			continue;
 		hit = strcasecmp(rt->rt_up.uc_host, host) == 0;
 		for (h = 0; !hit && h < rt->rt_nhosts; h++)
 			hit = strcasecmp(rt->rt_hosts[h], host) == 0;

@@ -89,7 +89,12 @@ class TestTransparent(st.ProxyTestCase):
             {"name": "ic", "type": "intercept", "listen": "127.0.0.1:443",
              "host": MODEL},
         ]
-        doc = h.policy("main", listeners, [r])
+        # An allowlist route first (no upstream host of its own): the
+        # listeners' host and SNI lookups must pass over it (they once
+        # compared its NULL host: a crash at load, and per connection).
+        pkg = {"audience": "pkgs", "hosts": ["pkg.transp.test"],
+               "upstream": {"mode": "as_requested", "ports": [443]}}
+        doc = h.policy("main", listeners, [pkg, r])
         doc["user"] = SLUICE_USER
         doc["netpolicy"] = {"mode": "sidecar", "table": "sluicetp",
                             "resolvers": h.resolvers, "log_group": 9,
