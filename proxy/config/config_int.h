@@ -141,6 +141,7 @@ void cf_exec_free(struct exec_conf *ec);
 void cf_normalize_host(char *h);
 
 /* upstream.c: route r's (at rjp) "upstream" into uc. */
+int cf_allowlist_intercept(struct cfctx *, const char *jp, struct route *);
 int cf_load_upstream(struct cfctx *cx, const char *rjp, const cJSON *r,
     struct upstream_conf *uc);
 void cf_upstream_free(struct upstream_conf *uc);

@@ -87,7 +87,8 @@ cf_check_intercept(struct cfctx *cx)
 			return cf_err(cx, jp,
 			    "connect.intercept needs the top-level "
 			    "\"intercept\" section (the local CA)");
-		if (!rt->rt_up.uc_https)
+		/* An allowlist route's TLS is each host's own (as asked). */
+		if (!rt->rt_up.uc_https && !rt->rt_up.uc_as_requested)
 			return cf_err(cx, jp,
 			    "connect.intercept: the upstream must be https "
 			    "(what is intercepted is sent on over TLS)");

@@ -183,9 +183,6 @@ check_hosts_use(struct cfctx *cx, const char *jp, const struct route *rt)
 		return cf_err(cx, jp,
 		    "hosts: an allowlist route (upstream.mode as_requested) "
 		    "needs at least one");
-	if (rt->rt_up.uc_as_requested && rt->rt_intercept)
-		return cf_err(cx, jp,
-		    "connect.intercept: not supported on allowlist routes yet");
 	/* A literal private address would be refused at every dial. */
 	for (h = 0; h < rt->rt_nhosts && rt->rt_up.uc_as_requested &&
 	     !rt->rt_up.uc_allow_private;
@@ -208,7 +205,10 @@ check_hosts_use(struct cfctx *cx, const char *jp, const struct route *rt)
 			    "upstream.allow_private)",
 			    h, rt->rt_hosts[h]);
 	}
-	for (h = 0; h < rt->rt_nhosts && rt->rt_intercept; h++)
+	/* A fixed route's leaves are its names; an allowlist's, as asked. */
+	for (h = 0; h < rt->rt_nhosts && rt->rt_intercept &&
+	     !rt->rt_up.uc_as_requested;
+	     h++)
 		if (rt->rt_hosts[h][0] == '*')
 			return cf_err(cx, jp,
 			    "hosts[%zu]: \"%s\": an intercepting route takes "
@@ -287,9 +287,12 @@ load_route(struct cfctx *cx, const char *jp, const cJSON *it, struct route *rt)
 	cf_sub(sub, sizeof(sub), jp, "connect");
 	rt->rt_connect = allow; /* an allowlist route's default */
 	if (load_connect(cx, sub, conn, rt) == -1 ||
-	    cf_load_upstream(cx, jp, it, &rt->rt_up) == -1)
+	    cf_load_upstream(cx, jp, it, &rt->rt_up) == -1 ||
+	    check_hosts_use(cx, jp, rt) == -1)
 		return -1;
-	return check_hosts_use(cx, jp, rt);
+	if (rt->rt_up.uc_as_requested && rt->rt_intercept)
+		return cf_allowlist_intercept(cx, jp, rt);
+	return 0;
 }
 
 static int

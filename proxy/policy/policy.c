@@ -72,15 +72,17 @@ upstream_selects(const struct route *rt, const struct uri *u, int connect)
 /*
  * An allowlist route dials the host asked, on one of its ports: plain
  * http:// (sluice does not originate TLS for an absolute-form https://
- * target: a client tunnels with CONNECT) or a CONNECT.
+ * target: a client tunnels with CONNECT), a CONNECT, or a request inside
+ * a TLS tunnel the route intercepts (sluice the TLS client of the host).
  */
 static int
-allowlist_selects(const struct route *rt, const struct uri *u, int connect)
+allowlist_selects(const struct route *rt, const struct uri *u, int connect,
+    int inner_tls)
 {
 	const struct upstream_conf *uc = &rt->rt_up;
 	size_t i;
 
-	if (!connect && u->https)
+	if (!connect && u->https && !(inner_tls && rt->rt_intercept))
 		return 0;
 	for (i = 0; i < uc->uc_nports; i++)
 		if (uc->uc_ports[i] == u->port)
@@ -94,12 +96,13 @@ allowlist_selects(const struct route *rt, const struct uri *u, int connect)
  * never for a raw CONNECT.
  */
 static int
-route_selects(const struct route *rt, const struct uri *u, int connect)
+route_selects(const struct route *rt, const struct uri *u, int connect,
+    int inner_tls)
 {
 	const struct upstream_conf *uc = &rt->rt_up;
 
 	if (uc->uc_as_requested)
-		return allowlist_selects(rt, u, connect);
+		return allowlist_selects(rt, u, connect, inner_tls);
 	if (upstream_selects(rt, u, connect))
 		return 1;
 	if (host_eq(u->host, u->host_len, uc->uc_host, strlen(uc->uc_host)))
@@ -159,7 +162,8 @@ norm_uri(const struct uri *u, struct uri *out, char *buf)
  * request. A less specific key is never tried: exact beats wildcard.
  */
 static const struct route *
-route_for_norm(const struct config *cf, const struct uri *u, int connect)
+route_for_norm(const struct config *cf, const struct uri *u, int connect,
+    int inner_tls)
 {
 	struct hostmatch_hit hit;
 	size_t i;
@@ -169,7 +173,8 @@ route_for_norm(const struct config *cf, const struct uri *u, int connect)
 		return NULL;
 	for (i = 0; i < hit.hh_nvals; i++)
 		if (hit.hh_vals[i] < cf->cf_nroutes &&
-		    route_selects(&cf->cf_routes[hit.hh_vals[i]], u, connect))
+		    route_selects(&cf->cf_routes[hit.hh_vals[i]], u, connect,
+			inner_tls))
 			return &cf->cf_routes[hit.hh_vals[i]];
 	return NULL;
 }
@@ -182,7 +187,7 @@ policy_route_for(const struct config *cf, const struct uri *u, int connect)
 
 	if (u == NULL || norm_uri(u, &nu, buf) == -1)
 		return NULL;
-	return route_for_norm(cf, &nu, connect);
+	return route_for_norm(cf, &nu, connect, 0);
 }
 
 /*
@@ -324,7 +329,7 @@ tokenless_intercept(const struct config *cf, const struct req_view *v,
 	if (v->rv_connect && v->rv_token == REASON_TOKEN_MISSING &&
 	    v->rv_listener->lc_type == LISTENER_FORWARD &&
 	    u->form == URI_AUTHORITY &&
-	    (rt = route_for_norm(cf, u, 1)) != NULL && rt->rt_intercept)
+	    (rt = route_for_norm(cf, u, 1, 0)) != NULL && rt->rt_intercept)
 		return rt;
 	return NULL;
 }
@@ -342,7 +347,7 @@ select_route(const struct config *cf, const struct req_view *v,
 	} else {
 		if (u->form != (v->rv_connect ? URI_AUTHORITY : URI_ABSOLUTE))
 			return REASON_BAD_REQUEST;
-		*rtp = route_for_norm(cf, u, v->rv_connect);
+		*rtp = route_for_norm(cf, u, v->rv_connect, v->rv_inner_tls);
 	}
 	return REASON_OK;
 }

@@ -20,7 +20,8 @@
  */
 struct req_view {
 	const struct listener_conf *rv_listener;
-	int rv_connect; /* CONNECT request */
+	int rv_connect;   /* CONNECT request */
+	int rv_inner_tls; /* a request inside an intercepted TLS tunnel */
 	const char *rv_method;
 	size_t rv_method_len;
 	const struct uri *rv_uri; /* target (forward) or path (reverse) */

@@ -109,7 +109,8 @@ struct request {
 	char *rq_path;
 	char rq_dest[256]; /* allowlist route: the host dialled, or "" */
 	uint16_t rq_dest_port;
-	int rq_report;        /* enforce "report" let it through */
+	int rq_dest_tls; /* to rq_dest over TLS (an intercepted tunnel's) */
+	int rq_report;   /* enforce "report" let it through */
 	enum reason rq_would; /* ... and the reason it would have had */
 	char rq_upaddr[56];
 	int rq_eof[2];            /* tunnel: read EOF per side */

@@ -70,7 +70,7 @@ build_upstream_head(struct evbuffer *out, const struct http1_msg *m,
 		snprintf(auth, sizeof(auth), "%s%s%s",
 		    strchr(rq->rq_dest, ':') ? "[" : "", rq->rq_dest,
 		    strchr(rq->rq_dest, ':') ? "]" : "");
-		if (rq->rq_dest_port != 80)
+		if (rq->rq_dest_port != (rq->rq_dest_tls ? 443 : 80))
 			snprintf(auth + strlen(auth),
 			    sizeof(auth) - strlen(auth), ":%u",
 			    rq->rq_dest_port);
@@ -375,7 +375,8 @@ conn_start_upstream(struct conn *c, const struct http1_msg *m,
 
 	/* Client bytes wait in the input meanwhile (conn_bound_input). */
 	rc = upstream_get_to(rq->rq_ups, rq->rq_route, rq->rq_dest,
-	    rq->rq_dest_port, 0, conn_upstream_ready_cb, c, &uc);
+	    rq->rq_dest_port, rq->rq_dest_tls ? UPSTREAM_TLS : 0,
+	    conn_upstream_ready_cb, c, &uc);
 	if (rc == -1) {
 		conn_deny(c, REASON_UPSTREAM_UNREACHABLE, 0);
 		return;
@@ -691,7 +692,9 @@ conn_retry(struct conn *c, struct bufferevent *bev)
 	rq->rq_pending = rq->rq_replay;
 	rq->rq_replay = NULL;
 	rc = upstream_get_to(rq->rq_ups, rq->rq_route, rq->rq_dest,
-	    rq->rq_dest_port, UPSTREAM_FRESH, conn_upstream_ready_cb, c, &uc);
+	    rq->rq_dest_port,
+	    UPSTREAM_FRESH | (rq->rq_dest_tls ? UPSTREAM_TLS : 0),
+	    conn_upstream_ready_cb, c, &uc);
 	if (rc == -1) {
 		conn_deny(c, REASON_UPSTREAM_UNREACHABLE, 0);
 		return 0;

@@ -271,6 +271,7 @@ conn_gather(struct conn *c, const struct http1_msg *m, const struct uri *u,
 	memset(v, 0, sizeof(*v));
 	v->rv_listener = conn_listener(c, cf);
 	v->rv_connect = rq->rq_connect;
+	v->rv_inner_tls = c->cn_icpt != NULL && c->cn_icpt->it_tls;
 	v->rv_method = m->method;
 	v->rv_method_len = m->method_len;
 	v->rv_uri = u;
@@ -414,6 +415,9 @@ conn_handle_head(struct conn *c, const struct http1_msg *m, size_t headlen)
 	rq->rq_budget_limit = d.de_budget_limit;
 	memcpy(rq->rq_dest, d.de_dest, sizeof(rq->rq_dest));
 	rq->rq_dest_port = d.de_dest_port;
+	/* Inside an intercepted TLS tunnel: TLS to the host asked too. */
+	rq->rq_dest_tls = d.de_dest[0] != '\0' && !rq->rq_connect &&
+	    c->cn_icpt != NULL && c->cn_icpt->it_tls;
 	rq->rq_report = d.de_report;
 	rq->rq_would = d.de_would;
 	r = relay_admit(c, m, &d);

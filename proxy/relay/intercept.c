@@ -25,7 +25,10 @@ struct intercept {
 
 /*
  * The host names intercepted tunnels may name: each intercepting route's
- * upstream host and its hosts. At most max; returns the count, or -1.
+ * upstream host (a fixed route's) and its hosts, a wildcard "*.suffix"
+ * as its suffix: a DNS name constraint permits the name and every name
+ * under it (RFC 5280 4.2.1.10), and leaves are minted only for hosts the
+ * route selects, never the suffix itself. At most max; the count, or -1.
  */
 static int
 intercept_hosts(const struct config *cf, const char **out, size_t max)
@@ -37,13 +40,17 @@ intercept_hosts(const struct config *cf, const char **out, size_t max)
 
 		if (!rt->rt_intercept)
 			continue;
-		if (n == max)
-			return -1;
-		out[n++] = rt->rt_up.uc_host;
+		if (rt->rt_up.uc_host != NULL) {
+			if (n == max)
+				return -1;
+			out[n++] = rt->rt_up.uc_host;
+		}
 		for (h = 0; h < rt->rt_nhosts; h++) {
 			if (n == max)
 				return -1;
-			out[n++] = rt->rt_hosts[h];
+			out[n++] = strncmp(rt->rt_hosts[h], "*.", 2) == 0 ?
+			    rt->rt_hosts[h] + 2 :
+			    rt->rt_hosts[h];
 		}
 	}
 	return (int)n;

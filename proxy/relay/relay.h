@@ -121,6 +121,7 @@ void upstreams_unref(struct upstreams *);
 #define UPSTREAM_TUNNEL  0x1
 #define UPSTREAM_FRESH   0x2
 #define UPSTREAM_RESOLVE 0x4 /* no connection: cb(NULL, OK) once resolved */
+#define UPSTREAM_TLS     0x8 /* an allowlist route's host, over TLS */
 int upstream_get(struct upstreams *, const struct route *rt, int flags,
     upconn_cb *cb, void *arg, struct upconn **out);
 /*

@@ -89,6 +89,7 @@ struct upstream {
 	char up_host[UPSTREAM_HOST_MAX]; /* IPv6 without brackets */
 	uint16_t up_port;
 	int up_host_is_ip;
+	int up_tls;  /* TLS to it (the route's https, or a dest's own) */
 	int up_dest; /* an as_requested destination */
 	TAILQ_ENTRY(upstream) up_lru;
 	size_t up_nconns; /* upconns alive (idle ones too) */
@@ -198,6 +199,7 @@ upstreams_new(struct config *cf)
 			    rt->rt_up.uc_host);
 		up->up_port = rt->rt_up.uc_port;
 		up->up_host_is_ip = rt->rt_up.uc_host_is_ip;
+		up->up_tls = rt->rt_up.uc_https;
 		TAILQ_INIT(&up->up_waiters);
 		TAILQ_INIT(&up->up_idle);
 		if ((up->up_kick = evtimer_new(up_base, upstream_kick_cb,
@@ -631,13 +633,14 @@ upconn_new_ssl(struct upconn *uc)
 	if ((ssl = SSL_new(c->uc_ssl_ctx)) == NULL)
 		return NULL;
 	SSL_set_ex_data(ssl, up_ssl_idx, uc);
-	if (c->uc_host_is_ip) {
+	/* The route's upstream, or the allowlisted host asked for. */
+	if (uc->uc_up->up_host_is_ip) {
 		/* No SNI for addresses (RFC 6066 §3); check the IP SAN. */
 		if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl),
-			c->uc_host) != 1)
+			uc->uc_up->up_host) != 1)
 			goto fail;
-	} else if (SSL_set_tlsext_host_name(ssl, c->uc_host) != 1 ||
-	    SSL_set1_host(ssl, c->uc_host) != 1)
+	} else if (SSL_set_tlsext_host_name(ssl, uc->uc_up->up_host) != 1 ||
+	    SSL_set1_host(ssl, uc->uc_up->up_host) != 1)
 		goto fail;
 	/*
 	 * A resumed session has no verified chain to match pins against,
@@ -684,7 +687,7 @@ upconn_start_connect(struct upconn *uc)
 		return;
 	}
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (!uc->uc_tunnel && up->up_rt->rt_up.uc_https) {
+	if (!uc->uc_tunnel && up->up_tls) {
 		if ((uc->uc_ssl = upconn_new_ssl(uc)) == NULL) {
 			close(fd);
 			upconn_fail(uc, REASON_UPSTREAM_TLS_ERROR);
@@ -762,13 +765,13 @@ upconn_alive(const struct upconn *uc)
 /* The kept destination host:port of rt, made the most recently used. */
 static struct upstream *
 upstream_dest_find(struct upstreams *us, const struct route *rt,
-    const char *host, uint16_t port)
+    const char *host, uint16_t port, int tls)
 {
 	struct upstream *up;
 
 	TAILQ_FOREACH(up, &us->us_dests, up_lru)
 		if (up->up_rt == rt && up->up_port == port &&
-		    strcmp(up->up_host, host) == 0) {
+		    up->up_tls == tls && strcmp(up->up_host, host) == 0) {
 			TAILQ_REMOVE(&us->us_dests, up, up_lru);
 			TAILQ_INSERT_HEAD(&us->us_dests, up, up_lru);
 			return up;
@@ -802,7 +805,7 @@ upstream_dest_evict(struct upstreams *us)
 /* A new destination host:port of rt; NULL when out of memory. */
 static struct upstream *
 upstream_dest_new(struct upstreams *us, const struct route *rt,
-    const char *host, uint16_t port)
+    const char *host, uint16_t port, int tls)
 {
 	struct upstream *up;
 	struct in6_addr a6;
@@ -813,6 +816,8 @@ upstream_dest_new(struct upstreams *us, const struct route *rt,
 	up->up_cf = us->us_cf;
 	up->up_rt = rt;
 	up->up_dest = 1;
+	/* TLS only where the route can verify it (intercepting routes). */
+	up->up_tls = tls && rt->rt_up.uc_ssl_ctx != NULL;
 	snprintf(up->up_host, sizeof(up->up_host), "%s", host);
 	up->up_port = port;
 	up->up_host_is_ip = inet_pton(AF_INET6, host, &a6) == 1 ||
@@ -837,18 +842,19 @@ upstream_dest_new(struct upstreams *us, const struct route *rt,
  */
 static struct upstream *
 upstream_dest(struct upstreams *us, const struct route *rt, const char *host,
-    uint16_t port)
+    uint16_t port, int tls)
 {
 	struct upstream *up;
 
 	if (host == NULL || host[0] == '\0' ||
-	    strlen(host) >= UPSTREAM_HOST_MAX)
+	    strlen(host) >= UPSTREAM_HOST_MAX ||
+	    (tls && rt->rt_up.uc_ssl_ctx == NULL))
 		return NULL;
-	if ((up = upstream_dest_find(us, rt, host, port)) != NULL)
+	if ((up = upstream_dest_find(us, rt, host, port, tls)) != NULL)
 		return up;
 	if (us->us_ndests >= UPSTREAM_DEST_MAX && upstream_dest_evict(us) == -1)
 		return NULL;
-	return upstream_dest_new(us, rt, host, port);
+	return upstream_dest_new(us, rt, host, port, tls);
 }
 
 int
@@ -864,17 +870,18 @@ upstream_get_to(struct upstreams *us, const struct route *rt, const char *host,
 {
 	struct upstream *up = NULL;
 	int tunnel = (flags & UPSTREAM_TUNNEL) != 0;
+	int tls = (flags & UPSTREAM_TLS) != 0;
 	struct upconn *uc;
 	size_t i;
 
 	*out = NULL;
 	/* rt belongs to us's policy: the request took both at once. */
 	if (us != NULL && rt != NULL && rt == us->us_cf->cf_report_rt)
-		up = upstream_dest(us, rt, host, port); /* enforce "report" */
+		up = upstream_dest(us, rt, host, port, 0); /* "report" */
 	else if (us != NULL && rt >= us->us_cf->cf_routes &&
 	    (i = (size_t)(rt - us->us_cf->cf_routes)) < us->us_n)
 		up = rt->rt_up.uc_as_requested ?
-		    upstream_dest(us, rt, host, port) :
+		    upstream_dest(us, rt, host, port, tls) :
 		    us->us_up[i];
 	if (up == NULL)
 		return -1;

@@ -13,6 +13,14 @@ no route to the first two, and a listener of the test on 127.0.0.1:443
 in sbx would see a dial to the third. Every other address is in
 198.18.0.0/15.
 
+A third sluice (127.0.0.1:3131) intercepts its allowlist route: it is the
+TLS server of each CONNECT under *.files.alw.test (a leaf of its own CA
+for the host asked), checks every request inside (method, path, token)
+and is the TLS client of the host, verified against the system store
+(SSL_CERT_FILE names the test CA for it, as an operator's store would
+hold a public CA). rogue.files.alw.test (.4:443) shows a certificate of
+another CA and is refused with upstream_tls_error.
+
   sbx: sluice 127.0.0.1:3128, curl, trap 127.0.0.1:443  --veth--  up:
        fakeup 198.18.X.2:80 (plain), 198.18.X.3:443 (TLS), .4:80, DNS .53
 """
@@ -36,6 +44,7 @@ from sluicetest.netns import entered  # noqa: E402
 
 FWD = "http://127.0.0.1:3128"
 REPORT = "http://127.0.0.1:3129"
+ICPT = "http://127.0.0.1:3131"
 
 
 def allowlist_route(audience, hosts, ports=(80, 443), **extra):
@@ -81,6 +90,9 @@ class TestAllowlist(st.ProxyTestCase):
         cls.pypi = h.fakeup("pypi", ["%s:80" % t.v4(2)])
         cls.cdn = h.fakeup("cdn", ["%s:443" % t.v4(3)], cert, key)
         cls.other = h.fakeup("other", ["%s:80" % t.v4(4)])
+        rogue_ca = st.CA(h.tmp, "rogue")
+        rcert, rkey = rogue_ca.issue("rogue", ["DNS:rogue.files.alw.test"])
+        cls.rogue = h.fakeup("rogue", ["%s:443" % t.v4(4)], rcert, rkey)
         h.dns_server({
             "pypi.alw.test": {"A": [t.v4(2)]},
             "cdn.files.alw.test": {"A": [t.v4(3)]},
@@ -88,6 +100,7 @@ class TestAllowlist(st.ProxyTestCase):
             "files.alw.test": {"A": [t.v4(3)]},
             "other.alw.test": {"A": [t.v4(4)]},
             "plain.files.alw.test": {"A": [t.v4(4)]},
+            "rogue.files.alw.test": {"A": [t.v4(4)]},
             "ten.alw.test": {"A": ["10.0.0.1"]},
             "meta.alw.test": {"A": ["169.254.169.254"]},
             "mapped.alw.test": {"AAAA": ["::ffff:127.0.0.1"]},
@@ -106,6 +119,19 @@ class TestAllowlist(st.ProxyTestCase):
                             [allowlist_route("pkgs", ["pypi.alw.test"])])
         cls.rdoc["enforce"] = "report"
         cls.rsl = h.sluice("report", cls.rdoc)
+        # Interception on an allowlist route; the test CA as the system
+        # store (OpenSSL's SSL_CERT_FILE).
+        cls.icpt_ca = os.path.join(h.tmp, "icpt-ca.pem")
+        cls.idoc = h.policy("icpt", [pol.forward("fwd", ICPT[7:])],
+                            [allowlist_route(
+                                "pkgs", ["*.files.alw.test"], ports=(443,),
+                                connect={"enabled": True,
+                                         "intercept": True})])
+        cls.idoc["intercept"] = {"ca": "ephemeral",
+                                 "ca_cert_out": cls.icpt_ca, "ca_days": 1,
+                                 "leaf_days": 1, "max_leaves": 8}
+        cls.isl = h.sluice("icpt", cls.idoc,
+                           env=dict(os.environ, SSL_CERT_FILE=h.ca.cert))
 
     def proxy(self, tok):
         return ["-x", FWD, "--proxy-header",
@@ -192,6 +218,83 @@ class TestAllowlist(st.ProxyTestCase):
         self.assertEqual([q["target"] for q in got], ["/b"])
         self.assertEqual(header_values(got[0], "Host"),
                          ["plain.files.alw.test"])
+
+    # -- intercepted -----------------------------------------------------
+
+    def icurl(self, args, urls, tok=None):
+        return self.h.curl(["-x", ICPT, "--proxy-header",
+                            "Proxy-Authorization: Bearer " +
+                            (tok or self.tok), "--cacert", self.icpt_ca] +
+                           list(args), urls)
+
+    def iaudit(self, pred, timeout=5.0):
+        deadline = time.monotonic() + st.ENV.slow(timeout)
+        while True:
+            with open(self.idoc["audit"]["path"], "rb") as f:
+                evs = [json.loads(x) for x in f.read().split(b"\n") if x]
+            got = [e for e in evs if pred(e)]
+            if got or time.monotonic() > deadline:
+                return got
+            time.sleep(0.05)
+
+    def test_intercept_allowlisted(self):
+        """pip-style through an intercepting allowlist route: sluice
+        terminates TLS with a leaf for each host asked, checks each
+        request inside, and dials the host over TLS it verifies; the host
+        never sees the run token."""
+        for host in ("cdn.files.alw.test", "a.b.files.alw.test"):
+            m = self.cdn.log.mark()
+            r = self.icurl([], "https://%s/packages/x.whl?v=1" % host)
+            self.assertEqual(r.connect_status, 200, r)
+            self.assertEqual(r.status, 200, r)
+            req = self.cdn.log.wait_for(m, "request")[0]
+            self.assertEqual(req["method"], "GET")
+            self.assertEqual(req["target"], "/packages/x.whl?v=1")
+            self.assertEqual(header_values(req, "Host"), [host])
+            self.assertEqual(header_values(req, "Authorization"), [])
+            self.assertEqual(header_values(req, "Proxy-Authorization"), [])
+            a = self.iaudit(lambda e, h=host: e.get("event") ==
+                            "http.request" and e.get("host") == h)
+            self.assertTrue(a, "no http.request line for %s" % host)
+            self.assertEqual((a[-1]["decision"], a[-1]["route"],
+                              a[-1].get("via")), ("allow", "pkgs",
+                                                  "connect"), a[-1])
+
+    def test_intercept_checks_each_request(self):
+        """Inside the tunnel each request is checked: a POST (the route
+        allows GET and HEAD) is refused and nothing reaches the host."""
+        m = self.cdn.log.mark()
+        r = self.icurl(["-X", "POST", "-d", "x=1"],
+                       "https://cdn.files.alw.test/upload")
+        self.assertEqual(r.connect_status, 200, r)
+        self.assertDenied(r, 403, "method_not_allowed")
+        time.sleep(0.2)
+        self.assertNothingUpstream(self.cdn, m, "a refused POST")
+
+    def test_intercept_verifies_host(self):
+        """The host's certificate must chain to the system store under
+        the host's name: rogue's (another CA) is refused, and no request
+        is sent to it."""
+        m = self.rogue.log.mark()
+        r = self.icurl([], "https://rogue.files.alw.test/x")
+        self.assertEqual(r.connect_status, 200, r)
+        self.assertDenied(r, 502, "upstream_tls_error")
+        time.sleep(0.2)
+        # It was dialled (its handshake failed): no request reached it.
+        self.assertEqual(self.rogue.log.since(m, "request"), [],
+                         "a request reached an unverified host")
+        self.assertTrue(self.rogue.log.since(m, "accept"),
+                        "rogue was never dialled: the test checks nothing")
+
+    def test_intercept_token_required(self):
+        """The CONNECT's token stands in for the requests inside; with
+        another audience's token they are refused."""
+        m = self.cdn.log.mark()
+        r = self.icurl([], "https://cdn.files.alw.test/x",
+                       tok=self.tok_other)
+        self.assertNotEqual(r.status, 200, r)
+        time.sleep(0.2)
+        self.assertNothingUpstream(self.cdn, m, "a token of another route")
 
     # -- refused ---------------------------------------------------------
 

@@ -487,6 +487,32 @@ test_no_user_keeps_identity(void **state)
 	config_unref(cf);
 }
 
+/*
+ * An intercept listener beside an allowlist route (no upstream host, an
+ * exact name of its own): the listener takes the fixed route, and cannot
+ * name the allowlist's host (a NULL upstream host was compared before).
+ */
+static void
+test_intercept_listener_beside_allowlist(void **state)
+{
+	struct config *cf;
+	char why[1024];
+
+	(void)state;
+	cf = load_ok(POL(L_IC(",'host':'alias.example.com'"), TOK,
+	    "{'audience':'p','hosts':['pkg.example.org'],"
+	    "'connect':{'intercept':true}," UP_AR "}," R_ICPT,
+	    SIDE));
+	assert_int_equal(cf->cf_listeners[1].lc_route_idx, 1);
+	config_unref(cf);
+	assert_null(load(POL(L_IC(",'host':'pkg.example.org'"), TOK,
+			     "{'audience':'p','hosts':['pkg.example.org'],"
+			     "'connect':{'intercept':true}," UP_AR "}," R_ICPT,
+			     SIDE),
+	    why, sizeof(why)));
+	assert_non_null(strstr(why, "no route's upstream host"));
+}
+
 /* Intercept and transparent listeners: host, port, route, as printed. */
 static void
 test_intercept_listeners(void **state)
@@ -1177,9 +1203,15 @@ static const struct err_row err_rows[] = {
 	    ROUTE("'hosts':['a.example'],'upstream':{'mode':'as_requested',"
 		  "'ports':[0]}"),
 	    "routes[0].upstream.ports", "" },
-	{ "allowlist intercept",
+	{ "allowlist intercept with connect.ports",
+	    POL(L_FWD, TOK,
+		"{'audience':'a','hosts':['*.a.example'],"
+		"'connect':{'intercept':true,'ports':[8443]}," UP_AR "}",
+		NPOFF "," ICPT),
+	    "routes[0]: connect.ports: ", "upstream.ports" },
+	{ "allowlist intercept without the CA",
 	    ROUTE("'hosts':['a.example'],'connect':{'intercept':true}," UP_AR),
-	    "routes[0]: connect.intercept: ", "allowlist" },
+	    "routes[0]: ", "\"intercept\" section" },
 	{ "same wildcard in two routes",
 	    POL(L_FWD, TOK,
 		"{'audience':'a','hosts':['*.example.org']," UP_AR "},"
@@ -2363,6 +2395,7 @@ main(void)
 		cmocka_unit_test(test_no_user_keeps_identity),
 		cmocka_unit_test(test_explicit_values),
 		cmocka_unit_test(test_intercept_listeners),
+		cmocka_unit_test(test_intercept_listener_beside_allowlist),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_near_misses_load),
 		cmocka_unit_test(test_ranges),

@@ -59,10 +59,11 @@ class Harness:
         os.makedirs(d, mode=0o700, exist_ok=True)
         return pol.write(os.path.join(d, "policy.json"), doc)
 
-    def sluice(self, name, doc, wait=True):
-        """Write doc as <tmp>/<name>/policy.json and start sluice on it."""
+    def sluice(self, name, doc, wait=True, env=None):
+        """Write doc as <tmp>/<name>/policy.json and start sluice on it
+        (env: its whole environment, when given)."""
         path = self.write_policy(name, doc)
-        s = Sluice(self.sbx, path, "sluice-" + name, self.tmp)
+        s = Sluice(self.sbx, path, "sluice-" + name, self.tmp, env=env)
         s.expected_exit = None  # set by tests that stop it on purpose
         self.sluices.append(s)
         if wait:
