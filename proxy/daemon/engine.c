@@ -1253,7 +1253,7 @@ engine_child(int slot, int ctl, int afd)
 	}
 	upstream_on_resolved(NULL);
 	upstream_on_remote(engine_ask_cb);
-	budget_rescan(env->pe_budget);
+	/* The budget's counts are shared (its lock's page): no rescan. */
 	metrics_engine_slot(slot);
 	share_slot(slot);
 	metrics_preopen();

@@ -44,6 +44,7 @@ struct share_cell {
 
 static struct share {
 	pthread_mutex_t sh_lock;
+	uint32_t sh_nclaimed; /* cells ever claimed (0: nothing to clear) */
 	struct share_cell sh_cell[SHARE_CELLS];
 } * sh;
 
@@ -90,7 +91,9 @@ share_slot_clear(int slot)
 {
 	size_t i;
 
-	if (sh == NULL || slot < 0 || slot >= METRICS_ENGINE_SLOTS)
+	/* None claimed yet: touching every page would fault them all in. */
+	if (sh == NULL || slot < 0 || slot >= METRICS_ENGINE_SLOTS ||
+	    __atomic_load_n(&sh->sh_nclaimed, __ATOMIC_SEQ_CST) == 0)
 		return;
 	for (i = 0; i < SHARE_CELLS; i++)
 		__atomic_store_n(&sh->sh_cell[i].sc_conns[slot], 0,
@@ -146,6 +149,8 @@ share_claim(const char *id, uint64_t key, int64_t now_us)
 			return -1;
 		}
 	}
+	if (c->sc_key == KEY_FREE)
+		__atomic_add_fetch(&sh->sh_nclaimed, 1, __ATOMIC_SEQ_CST);
 	memset(c->sc_id, 0, sizeof(c->sc_id));
 	memcpy(c->sc_id, id, strnlen(id, SANDBOX_ID_MAX));
 	__atomic_store_n(&c->sc_tat_us, 0, __ATOMIC_SEQ_CST);
