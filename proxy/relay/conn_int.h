@@ -114,7 +114,7 @@ struct request {
 	enum reason rq_would; /* ... and the reason it would have had */
 	char rq_upaddr[56];
 	int rq_eof[2];            /* tunnel: read EOF per side */
-	struct timeval rq_active; /* tunnel: last byte either way */
+	struct timeval rq_active; /* tunnel: last byte (monotonic) */
 	int rq_shut[2];           /* tunnel: write side shut down */
 	int64_t rq_expires;       /* tunnel: token exp + leeway */
 	int64_t rq_exp;           /* the verified token's exp claim */

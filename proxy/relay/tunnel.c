@@ -25,15 +25,16 @@ static int
 tunnel_revalidate(struct conn *c)
 {
 	struct request *rq = c->cn_req;
-	struct timeval now;
+	struct timeval now = sl_mono_tv(), wall;
 
-	event_base_gettimeofday_cached(c->cn_env->pe_base, &now);
+	/* rq_active is monotonic (idle); the token's exp is wall clock. */
 	if (now.tv_sec == rq->rq_active.tv_sec) {
 		rq->rq_active = now;
 		return 0;
 	}
 	rq->rq_active = now;
-	if ((int64_t)now.tv_sec >= rq->rq_expires) {
+	event_base_gettimeofday_cached(c->cn_env->pe_base, &wall);
+	if ((int64_t)wall.tv_sec >= rq->rq_expires) {
 		conn_close(c, REASON_TOKEN_EXPIRED);
 		return -1;
 	}
@@ -175,7 +176,7 @@ conn_tunnel_ready_cb(struct upconn *uc, enum reason r, void *arg)
 	}
 	ub = upconn_bev(uc);
 	upconn_addr(uc, rq->rq_upaddr, sizeof(rq->rq_upaddr));
-	event_base_gettimeofday_cached(c->cn_env->pe_base, &rq->rq_active);
+	rq->rq_active = sl_mono_tv();
 	if (evbuffer_add(out, "HTTP/1.1 200 Connection established\r\n\r\n",
 		39) == -1) {
 		conn_deny(c, REASON_INTERNAL_ERROR, 0);

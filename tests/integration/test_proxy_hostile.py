@@ -582,6 +582,29 @@ class TestHostile(st.ProxyTestCase):
 
     # -- 5. half-closed tunnel, client never reads ---------------------------
 
+    def test_idle_tunnel_is_closed(self):
+        """A tunnel nobody sends on ends after idle_timeout_ms (1 s here);
+        one in use does not. Its idle clock is monotonic: it once
+        compared a wall-clock start with a monotonic now, and an idle
+        tunnel lived for ever."""
+        sock = self.short_doc["admin"]["socket"]
+        base = admin_connections(sock)
+        ts = self.open_tunnel(self.tok)
+        try:
+            for _ in range(4):  # busy for 1.6 s: kept
+                self.assertEqual(self.tunnel_round(ts), 200)
+                time.sleep(0.4)
+            self.assertEqual(admin_connections(sock), base + 1)
+            t0 = time.monotonic()
+            gone = st.wait_until(lambda: admin_connections(sock) == base,
+                                 st.ENV.slow(5.0), 0.05)
+            took = time.monotonic() - t0
+        finally:
+            ts.close()
+        self.assertTrue(gone, "idle tunnel still open %.1f s later "
+                        "(idle_timeout_ms 1000)" % took)
+        self.assertGreater(took, 0.5, "closed at once")
+
     def test_half_closed_tunnel_non_reader_is_closed(self):
         sock = self.short_doc["admin"]["socket"]
         base = admin_connections(sock)
