@@ -7,9 +7,16 @@
 #    the source-to-sandbox lookup is a hash). 64 connections in every case:
 #    "1 sandbox x 64 conns" with 1 registered and with 64 registered (the
 #    other 63 only registered, idle), and "8 sandboxes x 8 conns" with 64
-#    registered (sbx-0, sbx-8, ... sbx-56 active at once). Also the same
-#    load straight to the upstream without sluice: the ceiling of the load
-#    generator and upstream, which must sit well above sluice's figures.
+#    registered (sbx-0, sbx-8, ... sbx-56 active at once). One sluice per
+#    round measures the three: sbx-0 is in its policy, the other 63 are
+#    added over the admin socket (sluice admin sandbox add) before the
+#    64-sandbox rows and removed after, so the rows of a round are
+#    measured back to back by one process, each in two halves of
+#    DURATION / 2 in the order 1, 64x1, 64x8, 64x8, 64x1, 1 (a drift of
+#    the machine over the round hits the three alike); the ratios printed
+#    are the median of the rounds' own ratios. Also the same load straight to
+#    the upstream without sluice: the ceiling of the load generator and
+#    upstream, which must sit well above sluice's figures.
 # 2. Fairness under a flood: limits.per_sandbox_rps = RPS (200), 64
 #    registered; NB (3) sandboxes "B" each offer B_RATE (150) req/s paced
 #    over 4 connections, with and without sandbox "A" flooding (A_CONNS,
@@ -35,11 +42,15 @@
 # (with one core for sluice that measures the overhead only; give it
 # SLUICE_CPUS=0,1 to let the engines spread).
 #
-# Each round starts a fresh sluice per policy (1 registered; 64; 64 with
-# the rate limit), in an order that rotates over the rounds. ~4 min at
-# the defaults (6 measurements of WARMUP + DURATION s per round).
+# Each round starts a fresh sluice per part (1 registered + 63 added;
+# 64 in the policy with the rate limit), parts in an order that rotates
+# over the rounds. ~4 min at the defaults (per round 9 measurements, 6
+# of them half as long, each after WARMUP s). AUDIT_DIR=DIR puts the
+# audit log (fsync "interval") in a directory of its own under DIR (e.g.
+# a tmpfs) instead of the work directory under /tmp.
 #   sudo tests/bench/gateway-fair.sh   (ROUNDS=3 DURATION=10 WARMUP=1
-#       RPS=200 NB=3 B_RATE=150 A_CONNS=64 NETPOLICY=gateway WORKERS=)
+#       RPS=200 NB=3 B_RATE=150 A_CONNS=64 NETPOLICY=gateway WORKERS=
+#       SLUICE_CPUS=1 LOAD_CPUS=0 UP_CPUS=0 AUDIT_DIR=)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -81,6 +92,10 @@ gw=$tag-gw
 up=$tag-up
 work=$(mktemp -d /tmp/sluice-gwfair.XXXXXX)
 chmod 755 "$work" # nginx's worker reads www/ as nobody
+auditdir=$work
+if [ -n "${AUDIT_DIR:-}" ]; then
+	auditdir=$(mktemp -d "$AUDIT_DIR/sluice-gwfair-audit.XXXXXX")
+fi
 pid='' upid='' lpid=''
 created=()
 cleanup() { # on any exit: every step runs, whatever fails before it
@@ -95,6 +110,7 @@ cleanup() { # on any exit: every step runs, whatever fails before it
 		ip netns del "$n" 2>/dev/null
 	done
 	rm -rf "$work"
+	[ "$auditdir" = "$work" ] || rm -rf "$auditdir"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -194,10 +210,11 @@ write_policy() { # write_policy NREGISTERED PER_SANDBOX_RPS
   "routes": [ { "audience": "bench", "methods": ["GET"],
     "upstream": { "url": "http://198.18.101.2:80", "allow_plaintext": true } } ],
   "limits": { "per_sandbox_rps": $2 },
-  "audit": { "path": "$work/audit.jsonl", "fsync": "interval" },
+  "audit": { "path": "$auditdir/audit.jsonl", "fsync": "interval" },
   "netpolicy": { "mode": "gateway", "sandbox_interfaces": ["sbx-*"],
                  "log_group": 13 },
   "state_dir": "$work/state",
+  "admin": { "socket": "$work/admin.sock" },
   "sandboxes": [
 JSON
 		for ((i = 0; i < $1; i++)); do
@@ -213,7 +230,7 @@ start_sluice() { # start_sluice NREGISTERED PER_SANDBOX_RPS
 	local np=()
 	[ "$NETPOLICY" = off ] && np=(--no-netpolicy)
 	write_policy "$1" "$2"
-	rm -rf "$work/state" "$work/audit.jsonl"
+	rm -rf "$work/state" "$auditdir/audit.jsonl"
 	mkdir -p "$work/state"
 	: > "$work/sluice.err"
 	ip netns exec "$gw" taskset -c "$SLUICE_CPUS" "$bin" run \
@@ -227,6 +244,26 @@ start_sluice() { # start_sluice NREGISTERED PER_SANDBOX_RPS
 	echo "sluice did not get ready ($1 sandboxes, per_sandbox_rps $2):" >&2
 	cat "$work/sluice.err" >&2
 	exit 1
+}
+
+admin() { "$bin" admin --socket "$work/admin.sock" "$@"; }
+register() { # sandboxes 1..63 over the admin socket (policy: sbx-0 alone)
+	local i n
+	for ((i = 1; i < NSBX; i++)); do
+		admin sandbox add "sbx-$i" "sbx-$i" "$(sb_ip "$i")" >/dev/null
+	done
+	n=$(admin sandbox list | grep -c 'sbx-')
+	if [ "$n" != "$NSBX" ]; then
+		echo "sandbox list shows $n sandboxes, not $NSBX:" >&2
+		admin sandbox list >&2
+		exit 1
+	fi
+}
+unregister() {
+	local i
+	for ((i = 1; i < NSBX; i++)); do
+		admin sandbox del "sbx-$i" >/dev/null
+	done
 }
 
 stop_sluice() {
@@ -262,13 +299,14 @@ busy() { # busy "B0 T0" "B1 T1": percent
 	echo "$1 $2" | awk '{ printf "%.0f\n", 100 * ($3 - $1) / ($4 - $2) }'
 }
 
-load() { # load OUT GROUP...: one gwload run, its lines into OUT, then
-	# a line "cpu sluice=% load=% proxycore=%" (of one core each)
+load() { # load OUT GROUP...: one gwload run (LOADDUR s, default DURATION),
+	# its lines into OUT, then "cpu sluice=% load=% proxycore=%" (of one
+	# core each)
 	local out=$1 s0 s1 l0 l1 p0 p1 t0 t1 sl
 	shift
 	s0=$(sluice_ticks) l0=$(core_ticks "$LOAD_CPUS")
 	p0=$(core_ticks "$SLUICE_CPUS") t0=$(date +%s%N)
-	taskset -c "$LOAD_CPUS" "$gwl" -d "$DURATION" -w "$WARMUP" \
+	taskset -c "$LOAD_CPUS" "$gwl" -d "${LOADDUR:-$DURATION}" -w "$WARMUP" \
 	    -u http://198.18.101.2/small "$@" > "$out" &
 	lpid=$!
 	wait "$lpid"
@@ -307,26 +345,44 @@ for ((i = 0; i < NB; i++)); do
 done
 agroup=$(grp a 1 "$A_CONNS" 0)
 
+halves() { # halves BASE: BASE from BASE.a and BASE.b, each value averaged
+	awk '{ k = $1; if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+	    for (i = 2; i <= NF; i++) { split($i, kv, "="); f = k SUBSEP kv[1]
+		if (!(f in pos)) { pos[f] = 1; keys[k] = keys[k] " " kv[1] }
+		if (kv[2] ~ /^[0-9.]+$/) { sum[f] += kv[2]; cnt[f]++ }
+		else if (!(f in txt)) txt[f] = kv[2] } }
+	    END { for (j = 1; j <= n; j++) { k = order[j]; line = k
+		m = split(keys[k], ks, " ")
+		for (i = 1; i <= m; i++) { f = k SUBSEP ks[i]
+		    if (f in cnt) v = sprintf("%.1f", sum[f] / cnt[f])
+		    else v = txt[f]
+		    line = line " " ks[i] "=" v }
+		print line } }' "$1.a" "$1.b" > "$1"
+}
+
 block() { # block NAME ROUND: one sluice (or none), its measurements
 	local r=$2
 	case $1 in
 	direct)
 		load "$res/$r-direct" "direct,$gw,198.18.101.2:80,64,0,-"
 		;;
-	one1)
+	reg)
+		# ABBA in halves of DURATION, so that a drift of the machine
+		# over the round hits the three rows alike.
 		start_sluice 1 0
-		load "$res/$r-one1" "$one"
-		stop_sluice
-		;;
-	reg64)
-		start_sluice "$NSBX" 0
-		if ((r % 2)); then
-			load "$res/$r-spread64" "${spread[@]}"
-			load "$res/$r-one64" "$one"
-		else
-			load "$res/$r-one64" "$one"
-			load "$res/$r-spread64" "${spread[@]}"
-		fi
+		LOADDUR=$(awk -v d="$DURATION" 'BEGIN { print d / 2 }')
+		load "$res/$r-one1.a" "$one"
+		register
+		load "$res/$r-one64.a" "$one"
+		load "$res/$r-spread64.a" "${spread[@]}"
+		load "$res/$r-spread64.b" "${spread[@]}"
+		load "$res/$r-one64.b" "$one"
+		unregister
+		load "$res/$r-one1.b" "$one"
+		LOADDUR=
+		for m in one1 one64 spread64; do
+			halves "$res/$r-$m"
+		done
 		stop_sluice
 		;;
 	fair)
@@ -343,7 +399,7 @@ block() { # block NAME ROUND: one sluice (or none), its measurements
 	esac
 }
 
-blocks=(one1 reg64 fair direct)
+blocks=(reg fair direct)
 for ((r = 0; r < ROUNDS; r++)); do
 	for ((i = 0; i < ${#blocks[@]}; i++)); do
 		block "${blocks[$(((i + r) % ${#blocks[@]}))]}" "$r"
@@ -366,6 +422,16 @@ med() { # med MEASUREMENT GROUPREGEX KEY [sum|max|min]: median over rounds
 	done | median
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }'; }
+# pratio M1 M0 GROUPREGEX KEY [how]: the median over rounds of each round's
+# M1 / M0 (the two measured one after the other by the same sluice)
+pratio() {
+	local r
+	for ((r = 0; r < ROUNDS; r++)); do
+		ratio "$(field "$res/$r-$1" "$3" "$4" "${5:-sum}")" \
+		    "$(field "$res/$r-$2" "$3" "$4" "${5:-sum}")"
+		echo
+	done | median
+}
 ms() { awk -v u="$1" 'BEGIN { printf "%.2f", u / 1000 }'; }
 
 # Anything but 2xx where none is expected is a broken setup: say so.
@@ -424,20 +490,21 @@ printf '| no sluice: gwload -> nginx (load + upstream ceiling) | %.0f | | %s |\n
 printf '| 1 registered: 1 sandbox x 64 conns | %.0f | 1.000 | %s |\n' \
     "$one1" "$(cpus one1)"
 printf '| 64 registered: the same 1 sandbox x 64 conns (63 idle) | %.0f | %s | %s |\n' \
-    "$one64" "$(ratio "$one64" "$one1")" "$(cpus one64)"
+    "$one64" "$(pratio one64 one1 's[0-9]+' ok_rps)" "$(cpus one64)"
 printf '| 64 registered: 8 sandboxes x 8 conns | %.0f | %s | %s |\n' \
-    "$spread64" "$(ratio "$spread64" "$one1")" "$(cpus spread64)"
-printf '\ntarget: 64 registered within 5%% of 1 registered (ratio >= 0.950)\n\n'
+    "$spread64" "$(pratio spread64 one1 's[0-9]+' ok_rps)" "$(cpus spread64)"
+printf "\nratios: the median of each round's own ratio (per round one sluice measures the\nthree sluice rows: sbx-0 in its policy, the other 63 added, then removed, over the\nadmin socket)\n"
+printf 'target: 64 registered within 5%% of 1 registered (ratio >= 0.950)\n\n'
 printf '| fairness: 64 registered, per_sandbox_rps %s; B = %d sandboxes x %s req/s offered (4 conns each) | without A | A flooding | with/without |\n|---|---|---|---|\n' \
     "$RPS" "$NB" "$B_RATE"
 printf '| B: 2xx req/s, all B together (offered %s) | %.1f | %.1f | %s |\n' \
-    "$((NB * B_RATE))" "$bbase" "$bflood" "$(ratio "$bflood" "$bbase")"
+    "$((NB * B_RATE))" "$bbase" "$bflood" "$(pratio flood base "$b_sep" ok_rps)"
 printf '| B: 2xx req/s, the slowest B | %.1f | %.1f | %s |\n' \
-    "$bmin_base" "$bmin_flood" "$(ratio "$bmin_flood" "$bmin_base")"
+    "$bmin_base" "$bmin_flood" "$(pratio flood base "$b_sep" ok_rps min)"
 printf '| B: p50 latency ms (worst B) | %s | %s | %s |\n' \
-    "$(ms "$b50_base")" "$(ms "$b50_flood")" "$(ratio "$b50_flood" "$b50_base")"
+    "$(ms "$b50_base")" "$(ms "$b50_flood")" "$(pratio flood base "$b_sep" p50_us max)"
 printf '| B: p99 latency ms (worst B) | %s | %s | %s |\n' \
-    "$(ms "$b99_base")" "$(ms "$b99_flood")" "$(ratio "$b99_flood" "$b99_base")"
+    "$(ms "$b99_base")" "$(ms "$b99_flood")" "$(pratio flood base "$b_sep" p99_us max)"
 printf '| sluice CPU %% (of one core) | %.0f | %.0f | |\n' \
     "$(med base cpu sluice)" "$(med flood cpu sluice)"
 printf '| A (%s closed-loop conns): answers/s (%.1fx the limit) | | %.0f | |\n' \
