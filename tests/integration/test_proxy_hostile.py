@@ -582,6 +582,14 @@ class TestHostile(st.ProxyTestCase):
 
     # -- 5. half-closed tunnel, client never reads ---------------------------
 
+    def until_connections(self, sock, n):
+        """Whether the admin socket's connection count came down to n
+        within 5 s, and after how long."""
+        t0 = time.monotonic()
+        gone = st.wait_until(lambda: admin_connections(sock) == n,
+                             st.ENV.slow(5.0), 0.05)
+        return gone, time.monotonic() - t0
+
     def test_idle_tunnel_is_closed(self):
         """A tunnel nobody sends on ends after idle_timeout_ms (1 s here);
         one in use does not. Its idle clock is monotonic: it once
@@ -595,10 +603,7 @@ class TestHostile(st.ProxyTestCase):
                 self.assertEqual(self.tunnel_round(ts), 200)
                 time.sleep(0.4)
             self.assertEqual(admin_connections(sock), base + 1)
-            t0 = time.monotonic()
-            gone = st.wait_until(lambda: admin_connections(sock) == base,
-                                 st.ENV.slow(5.0), 0.05)
-            took = time.monotonic() - t0
+            gone, took = self.until_connections(sock, base)
         finally:
             ts.close()
         self.assertTrue(gone, "idle tunnel still open %.1f s later "
@@ -616,10 +621,7 @@ class TestHostile(st.ProxyTestCase):
             self.assertEqual(admin_connections(sock), base + 1)
             # FIN without close_notify, then never read again.
             socket.socket.shutdown(ts, socket.SHUT_WR)
-            t0 = time.monotonic()
-            gone = st.wait_until(lambda: admin_connections(sock) == base,
-                                 st.ENV.slow(5.0), 0.1)
-            took = time.monotonic() - t0
+            gone, took = self.until_connections(sock, base)
         finally:
             ts.close()
         self.assertTrue(gone, "tunnel still open %.1f s after the half-close "
