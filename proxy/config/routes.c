@@ -290,9 +290,14 @@ load_route(struct cfctx *cx, const char *jp, const cJSON *it, struct route *rt)
 	    cf_load_upstream(cx, jp, it, &rt->rt_up) == -1 ||
 	    check_hosts_use(cx, jp, rt) == -1)
 		return -1;
-	if (rt->rt_up.uc_as_requested && rt->rt_intercept)
-		return cf_allowlist_intercept(cx, jp, rt);
-	return 0;
+	if (!rt->rt_up.uc_as_requested || !rt->rt_intercept)
+		return 0;
+	/* Given at all, even [443]: its tunnels go to upstream.ports. */
+	if (cJSON_GetObjectItemCaseSensitive(conn, "ports") != NULL)
+		return cf_err(cx, jp,
+		    "connect.ports: an allowlist route intercepts on its "
+		    "upstream.ports");
+	return cf_allowlist_intercept(cx, jp, rt);
 }
 
 static int

@@ -265,7 +265,7 @@ load_as_requested(struct cfctx *cx, const char *jp, const cJSON *up,
  * An intercepting allowlist route: sluice is the TLS server of each
  * tunnel (a leaf for the host asked) and the TLS client of that host,
  * verified against the system store under that name. Its CONNECTs go to
- * upstream.ports, so connect.ports has no say.
+ * upstream.ports (load_route() refuses connect.ports on it).
  */
 int
 cf_allowlist_intercept(struct cfctx *cx, const char *jp, struct route *rt)
@@ -273,10 +273,6 @@ cf_allowlist_intercept(struct cfctx *cx, const char *jp, struct route *rt)
 	struct upstream_conf *uc = &rt->rt_up;
 	char why[512];
 
-	if (rt->rt_nports != 1 || rt->rt_ports[0] != 443)
-		return cf_err(cx, jp,
-		    "connect.ports: an allowlist route intercepts on its "
-		    "upstream.ports");
 	memcpy(rt->rt_ports, uc->uc_ports, sizeof(rt->rt_ports));
 	rt->rt_nports = uc->uc_nports;
 	if ((uc->uc_ssl_ctx = certs_client_ctx(NULL, why, sizeof(why))) == NULL)

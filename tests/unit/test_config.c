@@ -1209,6 +1209,13 @@ static const struct err_row err_rows[] = {
 		"'connect':{'intercept':true,'ports':[8443]}," UP_AR "}",
 		NPOFF "," ICPT),
 	    "routes[0]: connect.ports: ", "upstream.ports" },
+	{ "allowlist intercept with connect.ports [443]",
+	    POL(L_FWD, TOK,
+		"{'audience':'a','hosts':['*.a.example'],"
+		"'connect':{'intercept':true,'ports':[443]},"
+		"'upstream':{'mode':'as_requested','ports':[443,8443]}}",
+		NPOFF "," ICPT),
+	    "routes[0]: connect.ports: ", "upstream.ports" },
 	{ "allowlist intercept without the CA",
 	    ROUTE("'hosts':['a.example'],'connect':{'intercept':true}," UP_AR),
 	    "routes[0]: ", "\"intercept\" section" },
