@@ -610,6 +610,56 @@ class TestHostile(st.ProxyTestCase):
                         "(idle_timeout_ms 1000)" % took)
         self.assertGreater(took, 0.5, "closed at once")
 
+    def test_big_body_through_a_tunnel(self):
+        """A 48 MiB body through a CONNECT tunnel, after a first small
+        exchange, arrives whole and in order, and the tunnel's audit line
+        counts it (bytes_out) and the requests (bytes_in)."""
+        n = 48 * MB
+        abc = bytes(range(97, 123))
+        ts = self.open_tunnel(self.tok)
+        try:
+            self.assertEqual(self.tunnel_round(ts), 200)
+            ts.sendall(head(["GET /v1/big?bytes=%d HTTP/1.1" % n,
+                             "Host: model-up.test"]))
+            got, bad = self.read_pattern(ts, n, abc, st.ENV.slow(60.0))
+        finally:
+            ts.close()
+        self.assertEqual((got, bad), (n, None), "bytes read, bad offset")
+        rec = st.wait_until(lambda: next(
+            (e for e in audit_lines(self.short_doc)
+             if e.get("event") == "connect.tunnel" and
+             e.get("bytes_out", 0) >= n), None), st.ENV.slow(5.0), 0.05)
+        self.assertIsNotNone(rec, "no connect.tunnel line counting the body")
+        self.assertGreater(rec["bytes_in"], 0)
+
+    @staticmethod
+    def read_pattern(ts, n, abc, limit_s):
+        """Read a response whose n-byte body is fakeup's pattern (byte i
+        is abc[i % 26]); (body bytes read, first bad offset or None)."""
+        deadline = time.monotonic() + limit_s
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            ts.settimeout(max(0.01, deadline - time.monotonic()))
+            d = ts.recv(65536)
+            if not d:
+                return 0, 0
+            buf += d
+        body = buf.partition(b"\r\n\r\n")[2]
+        got = 0
+        while True:
+            if body:
+                o = got % 26
+                want = (abc[o:] + abc[:o]) * (len(body) // 26 + 2)
+                if body != want[:len(body)]:
+                    return got, got
+                got += len(body)
+            if got >= n or time.monotonic() > deadline:
+                return got, None
+            ts.settimeout(max(0.01, deadline - time.monotonic()))
+            body = ts.recv(262144)
+            if not body:
+                return got, None
+
     def test_half_closed_tunnel_non_reader_is_closed(self):
         sock = self.short_doc["admin"]["socket"]
         base = admin_connections(sock)
