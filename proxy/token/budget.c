@@ -320,9 +320,13 @@ budget_create(const char *path, uint32_t cap, char *why, size_t whylen)
 	return 0;
 }
 
-/* Check the header and size of an open file, and map it. */
+/*
+ * Check the header and size of an open file, and map it. A file created
+ * just now holds no entry: it is not walked (the walk faults in half the
+ * file, a few milliseconds of every fresh start).
+ */
 static int
-budget_map(struct budget *b, char *why, size_t whylen)
+budget_map(struct budget *b, int fresh, char *why, size_t whylen)
 {
 	struct budget_hdr h;
 	struct stat st;
@@ -362,7 +366,7 @@ budget_map(struct budget *b, char *why, size_t whylen)
 	b->b_hdr = b->b_map;
 	b->b_tab[0] = (struct budget_entry *)(b->b_hdr + 1);
 	b->b_tab[1] = b->b_tab[0] + b->b_cap;
-	if (budget_count(b) == -1)
+	if (!fresh && budget_count(b) == -1)
 		return budget_err(why, whylen, b->b_path,
 		    "corrupt entry (refusing to reset it)", 0);
 	if (b->b_sync->bs_live + b->b_sync->bs_tomb > budget_max_load(b->b_cap))
@@ -381,6 +385,7 @@ budget_open_capacity(const char *state_dir, uint32_t capacity, char *why,
 {
 	struct budget *b;
 	char path[4096];
+	int fresh = 0;
 
 	if (capacity < BUDGET_MIN_CAP || capacity > BUDGET_MAX_CAP ||
 	    (capacity & (capacity - 1)) != 0) {
@@ -406,6 +411,7 @@ budget_open_capacity(const char *state_dir, uint32_t capacity, char *why,
 		if (budget_create(path, capacity, why, whylen) == -1)
 			goto fail;
 		b->b_fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+		fresh = 1;
 	}
 	if (b->b_fd == -1) {
 		budget_err(why, whylen, path, "open", errno);
@@ -419,7 +425,7 @@ budget_open_capacity(const char *state_dir, uint32_t capacity, char *why,
 		    errno == EWOULDBLOCK ? 0 : errno);
 		goto fail;
 	}
-	if (budget_map(b, why, whylen) == -1)
+	if (budget_map(b, fresh, why, whylen) == -1)
 		goto fail;
 	return b;
 fail:
