@@ -584,7 +584,8 @@ budget_prune(struct budget *b, int64_t now)
 		return;
 	budget_lock(b);
 	tab = active(b);
-	for (i = 0; i < b->b_cap; i++)
+	/* No live entry (a fresh table): no walk, no pages faulted in. */
+	for (i = 0; b->b_sync->bs_live > 0 && i < b->b_cap; i++)
 		if (tab[i].be_state == BE_LIVE && tab[i].be_exp < before) {
 			__atomic_store_n(&tab[i].be_state, BE_TOMB,
 			    __ATOMIC_RELEASE);
