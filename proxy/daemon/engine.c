@@ -1166,7 +1166,12 @@ engine_confine(void)
 	ec.ec_set_user = cf->cf_user != NULL && geteuid() == 0;
 	ec.ec_uid = cf->cf_uid;
 	ec.ec_gid = cf->cf_gid;
-	ec.ec_nofile = 2 * cf->cf_limits.max_connections +
+	/*
+	 * Two sockets per connection, and two pipes more for a tunnel that
+	 * moved to splice(2) (relay/splice.c; without a descriptor left it
+	 * stays buffered).
+	 */
+	ec.ec_nofile = 6 * (uint64_t)cf->cf_limits.max_connections +
 	    2 * cf->cf_nlisteners + ENGINE_FD_HEADROOM;
 	/* Never above the hard limit: only lowered, never raised. */
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&

@@ -141,6 +141,7 @@ struct metrics_state {
 	int64_t m_policy_time; /* a policy was put in force (start, reload) */
 	uint64_t m_uperr[METRICS_UPERR__COUNT];
 	uint64_t m_secret_headers;
+	uint64_t m_spliced;           /* tunnels moved to splice(2) */
 	uint64_t m_allowed, m_denied; /* requests and tunnels, all routes */
 	/* Per sandbox (gateway): the first METRICS_MAX_SANDBOXES, "other". */
 	char m_sbx[METRICS_MAX_SANDBOXES][SANDBOX_ID_MAX + 1];
@@ -518,6 +519,12 @@ void
 metrics_secret_header(void)
 {
 	MA_ADD(&ms->m_secret_headers, 1);
+}
+
+void
+metrics_tunnel_spliced(void)
+{
+	MA_ADD(&ms->m_spliced, 1);
 }
 
 void
@@ -1059,6 +1066,9 @@ metrics_render_more(struct evbuffer *b)
 		"Response header fields dropped because they held a value "
 		"sluice injected upstream.",
 		ma_get(&ms->m_secret_headers)) == -1 ||
+	    metrics_u64(b, "sluice_tunnels_spliced_total", "counter",
+		"CONNECT tunnels whose bytes moved to splice(2), zero-copy.",
+		ma_get(&ms->m_spliced)) == -1 ||
 	    metrics_u64(b, "sluice_budget_entries_limit", "gauge",
 		"Entries the budget table holds at most; at the limit a new "
 		"token's request is refused (budget_exhausted).",

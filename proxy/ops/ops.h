@@ -230,6 +230,8 @@ void metrics_request(const char *route, int allow, enum reason,
     uint64_t bytes_in, uint64_t bytes_out, double seconds);
 void metrics_tunnel(const char *route, int allow, enum reason,
     uint64_t bytes_in, uint64_t bytes_out, double seconds);
+/* sluice_tunnels_spliced_total: a tunnel moved to splice(2). */
+void metrics_tunnel_spliced(void);
 /* The same for an intercepted tunnel (its inner requests count for it). */
 void metrics_tunnel_intercepted(const char *route, int allow, enum reason r,
     uint64_t bytes_in, uint64_t bytes_out, double seconds);

@@ -304,6 +304,7 @@ request_free(struct conn *c)
 			bufferevent_setcb(ub, NULL, NULL, NULL, NULL);
 		upconn_cancel(rq->rq_up);
 	}
+	tunnel_splice_free(rq);
 	if (rq->rq_pending != NULL)
 		evbuffer_free(rq->rq_pending);
 	if (rq->rq_replay != NULL)
@@ -357,6 +358,8 @@ conn_close(struct conn *c, enum reason r)
 	audit_wait_cancel(c->cn_env->pe_audit, &c->cn_aw);
 	request_log(c, r);
 	conn_icpt_log(c, r);
+	/* Before the upstream socket goes (below): its events are on it. */
+	tunnel_splice_stop(c->cn_req);
 	conn_set_state(c, CONN_S_CLOSED);
 	TAILQ_REMOVE(&relay_conns, c, cn_entry);
 	nconns--;

@@ -2,8 +2,9 @@
  * The parts of a client connection (relay.h "conn"), shared by the files
  * that handle it and by no one else: conn.c (state, close, accept, drain,
  * client callbacks), head.c (request heads, facts, decision, admission),
- * exchange.c (bodies, the upstream leg, the response), tunnel.c (CONNECT
- * tunnels) and respond.c (denials, refusals and the audit line).
+ * exchange.c (bodies, the upstream leg, the response), tunnel.c and
+ * splice.c (CONNECT tunnels) and respond.c (denials, refusals and the
+ * audit line).
  */
 #ifndef SLUICE_CONN_INT_H
 #define SLUICE_CONN_INT_H
@@ -26,6 +27,7 @@ struct bufferevent;
 struct evbuffer;
 struct event;
 struct route;
+struct splice_tun;
 
 #define CONN_IO_MAX        262144 /* bytes per read/write call */
 #define CONN_HIGH_WATER    262144 /* pause the source above this */
@@ -126,6 +128,9 @@ struct request {
 	unsigned rq_resp_dropped; /* response fields holding a secret */
 	int rq_sbx_limited;       /* rate_limited by per_sandbox_rps */
 	char rq_id[CLIENTS_ID_LEN];
+	/* A tunnel moved by splice(2) (splice.c), or that could not be. */
+	struct splice_tun *rq_splice;
+	int rq_nosplice;
 };
 
 /*
@@ -262,6 +267,15 @@ void conn_req_body(struct conn *);
 
 /* tunnel.c */
 void conn_start_tunnel(struct conn *);
+/* The token still holds (expiry, revocation), or -1: the tunnel closed. */
+int tunnel_revalidate(struct conn *);
+/*
+ * splice.c: a tunnel that qualifies moves to splice(2) (1), else 0;
+ * stop switches its events off (conn_close), free frees it (request_free).
+ */
+int tunnel_splice_try(struct conn *);
+void tunnel_splice_stop(struct request *);
+void tunnel_splice_free(struct request *);
 
 /*
  * inner.c: intercepted tunnels. conn_start_intercept() answers an admitted

@@ -21,7 +21,7 @@
  * traffic) check expiry and revocation, and close when either ends it.
  * Returns -1 when the tunnel was closed.
  */
-static int
+int
 tunnel_revalidate(struct conn *c)
 {
 	struct request *rq = c->cn_req;
@@ -45,10 +45,10 @@ tunnel_revalidate(struct conn *c)
 	return 0;
 }
 
+/* Move what bev read to the other side. */
 static void
-tunnel_read_cb(struct bufferevent *bev, void *arg)
+tunnel_relay(struct bufferevent *bev, struct conn *c)
 {
-	struct conn *c = arg;
 	struct request *rq = c->cn_req;
 	struct bufferevent *ub = upconn_bev(rq->rq_up);
 	struct bufferevent *dst = bev == c->cn_bev ? ub : c->cn_bev;
@@ -69,6 +69,15 @@ tunnel_read_cb(struct bufferevent *bev, void *arg)
 	}
 	out_flush(c, dst, 1);
 	backpressure(c, bev, dst);
+}
+
+static void
+tunnel_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+
+	tunnel_relay(bev, c);
+	(void)tunnel_splice_try(c);
 }
 
 /*
@@ -113,6 +122,7 @@ tunnel_write_cb(struct bufferevent *bev, void *arg)
 		return;
 	bev_off(c, bev, EV_WRITE);
 	tunnel_check(c);
+	(void)tunnel_splice_try(c);
 }
 
 static void
@@ -123,7 +133,7 @@ tunnel_event_cb(struct bufferevent *bev, short what, void *arg)
 	int side = bev == c->cn_bev ? 0 : 1;
 
 	if (what & BEV_EVENT_EOF) {
-		tunnel_read_cb(bev, c);
+		tunnel_relay(bev, c);
 		if (c->cn_state != CONN_S_TUNNEL)
 			return;
 		rq->rq_eof[side] = 1;
@@ -202,7 +212,7 @@ conn_tunnel_ready_cb(struct upconn *uc, enum reason r, void *arg)
 	out_flush(c, c->cn_bev, 1);
 	/* Bytes the client sent after the CONNECT head (a ClientHello). */
 	if (evbuffer_get_length(bufferevent_get_input(c->cn_bev)) > 0)
-		tunnel_read_cb(c->cn_bev, c);
+		tunnel_relay(c->cn_bev, c);
 }
 
 void

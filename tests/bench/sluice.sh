@@ -1,8 +1,9 @@
 # sluice as a peer of ../shared/bench (see its README, "Plugging in sluice").
 # peer.sh sources this file and calls peer_render LISTEN_IP PORT DIR.
-# The binary: $SLUICE_BIN, else the release build made by tests/bench/run.
-SLUICE_BIN=${SLUICE_BIN:-$(cd "$PEER_DEF_DIR/../.." && pwd)/build/bench/proxy/sluice}
-PEER_VERSION="sluice ($("$SLUICE_BIN" --version 2>/dev/null || echo unknown))"
+# The binary: $SLUICE_BIN, else the release build made by tests/bench/run
+# (set anew at every source: sluice-base.sh changes it for its own starts).
+sluice_peer_bin=${SLUICE_BIN:-$(cd "$PEER_DEF_DIR/../.." && pwd)/build/bench/proxy/sluice}
+PEER_VERSION="sluice ($("$sluice_peer_bin" --version 2>/dev/null || echo unknown))"
 
 peer_render() {
 	local listen=$1 port=$2 dir=$3
@@ -37,8 +38,8 @@ peer_render() {
 }
 JSON
 	local jwt
-	jwt=$("$SLUICE_BIN" token mint --key "$dir/token.key" --alg HS256 \
+	jwt=$("$sluice_peer_bin" token mint --key "$dir/token.key" --alg HS256 \
 	    --aud bench-http --aud bench-tls --sub bench --ttl 86400)
 	PEER_ENV=("BN_PROXY_AUTH=Bearer $jwt")
-	PEER_CMD=("$SLUICE_BIN" run -c "$dir/policy.json")
+	PEER_CMD=("$sluice_peer_bin" run -c "$dir/policy.json")
 }

@@ -50,6 +50,7 @@ from sluicetest.http import build_request  # noqa: E402
 FWD = 3128      # main sluice: forward listener
 REV = 8080      # main sluice: reverse listener (route "good")
 SHORT = 3129    # second sluice: idle_timeout_ms 1000, leeway_s 0
+SHORT_METRICS = 9465  # ... and its metrics listener
 CRED = "injected-cred-value-1"
 MB = 1024 * 1024
 
@@ -327,6 +328,7 @@ class TestHostile(st.ProxyTestCase):
                                                SHORT)], routes,
                          {"idle_timeout_ms": 1000})
         short["tokens"]["leeway_s"] = 0
+        short["metrics"] = {"listen": "127.0.0.1:%d" % SHORT_METRICS}
         cls.short_doc = short
         cls.short = h.sluice("short", short)
         cls.tok = h.token("good")
@@ -354,8 +356,33 @@ class TestHostile(st.ProxyTestCase):
                 self.fail("closed without a response to %r" % data[:200])
             return r, (c.closed(2.0) if check_closed else None)
 
-    def open_tunnel(self, tok, port=SHORT, rcvbuf=None):
-        """CONNECT model-up.test:443 and TLS inside; the TLS socket."""
+    def spliced(self):
+        """The short sluice's sluice_tunnels_spliced_total."""
+        with self.h.raw(SHORT_METRICS) as c:
+            r = c.request(build_request("GET", "/metrics", "127.0.0.1",
+                                        ["Connection: close"]))
+        self.assertEqual(r.status, 200, r)
+        for line in r.body.decode("utf-8").splitlines():
+            if line.startswith("sluice_tunnels_spliced_total "):
+                return int(line.split()[1])
+        self.fail("no sluice_tunnels_spliced_total in the metrics")
+
+    def open_tunnel(self, tok, port=SHORT, rcvbuf=None, splice=False):
+        """CONNECT model-up.test:443 and TLS inside; the TLS socket. With
+        splice, a 1 MiB download first, after which the tunnel has moved
+        to splice(2) (checked on the metrics)."""
+        if splice:
+            n0 = self.spliced()
+            ts = self.open_tunnel(tok, port, rcvbuf)
+            ts.sendall(head(["GET /v1/big?bytes=%d HTTP/1.1" % MB,
+                             "Host: model-up.test"]))
+            got, bad = self.read_pattern(ts, MB, bytes(range(97, 123)),
+                                         st.ENV.slow(10.0))
+            if (got, bad) != (MB, None) or self.spliced() != n0 + 1:
+                ts.close()
+                self.fail("1 MiB: %d bytes, bad at %r; spliced %d -> %d" %
+                          (got, bad, n0, self.spliced()))
+            return ts
         s = sock_in(self.h.sbx, port, rcvbuf=rcvbuf)
         s.sendall(head(["CONNECT model-up.test:443 HTTP/1.1",
                         "Host: model-up.test:443",
@@ -595,9 +622,16 @@ class TestHostile(st.ProxyTestCase):
         one in use does not. Its idle clock is monotonic: it once
         compared a wall-clock start with a monotonic now, and an idle
         tunnel lived for ever."""
+        self.idle_tunnel_is_closed(False)
+
+    def test_idle_spliced_tunnel_is_closed(self):
+        """The same once the tunnel moved to splice(2): its own timer."""
+        self.idle_tunnel_is_closed(True)
+
+    def idle_tunnel_is_closed(self, splice):
         sock = self.short_doc["admin"]["socket"]
         base = admin_connections(sock)
-        ts = self.open_tunnel(self.tok)
+        ts = self.open_tunnel(self.tok, splice=splice)
         try:
             for _ in range(4):  # busy for 1.6 s: kept
                 self.assertEqual(self.tunnel_round(ts), 200)
@@ -613,9 +647,11 @@ class TestHostile(st.ProxyTestCase):
     def test_big_body_through_a_tunnel(self):
         """A 48 MiB body through a CONNECT tunnel, after a first small
         exchange, arrives whole and in order, and the tunnel's audit line
-        counts it (bytes_out) and the requests (bytes_in)."""
+        counts it (bytes_out) and the requests (bytes_in). The tunnel
+        moved to splice(2) on the way (the metrics count it)."""
         n = 48 * MB
         abc = bytes(range(97, 123))
+        n0 = self.spliced()
         ts = self.open_tunnel(self.tok)
         try:
             self.assertEqual(self.tunnel_round(ts), 200)
@@ -631,6 +667,74 @@ class TestHostile(st.ProxyTestCase):
              e.get("bytes_out", 0) >= n), None), st.ENV.slow(5.0), 0.05)
         self.assertIsNotNone(rec, "no connect.tunnel line counting the body")
         self.assertGreater(rec["bytes_in"], 0)
+        self.assertEqual(self.spliced(), n0 + 1)
+
+    def test_big_upload_through_a_spliced_tunnel(self):
+        """Client to upstream through a spliced tunnel: a 24 MiB request
+        body arrives whole (the upstream counts it), the response comes
+        back, and the audit line's bytes_in counts the upload."""
+        n = 24 * MB
+        m = self.up.log.mark()
+        ts = self.open_tunnel(self.tok, splice=True)
+        try:
+            ts.sendall(head(["POST /v1/messages HTTP/1.1",
+                             "Host: model-up.test",
+                             "Content-Length: %d" % n]))
+            chunk = b"x" * MB
+            for _ in range(n // MB):
+                ts.sendall(chunk)
+            status, _, _ = recv_http(ts, time.monotonic() +
+                                     st.ENV.slow(20.0))
+        finally:
+            ts.close()
+        self.assertEqual(status, 200)
+        reqs = self.up.log.wait_for(m, "request", 2)
+        self.assertEqual([q["body_bytes"] for q in reqs][-1:], [n], reqs)
+        rec = st.wait_until(lambda: next(
+            (e for e in audit_lines(self.short_doc)
+             if e.get("event") == "connect.tunnel" and
+             e.get("bytes_in", 0) >= n), None), st.ENV.slow(5.0), 0.05)
+        self.assertIsNotNone(rec, "no connect.tunnel line counting the "
+                             "upload")
+        self.assertGreater(rec["bytes_out"], MB)
+
+    def test_small_tunnel_stays_buffered(self):
+        """A tunnel that carries a few small exchanges is not worth two
+        pipes: it never moves to splice(2)."""
+        n0 = self.spliced()
+        ts = self.open_tunnel(self.tok)
+        try:
+            for _ in range(3):
+                self.assertEqual(self.tunnel_round(ts), 200)
+        finally:
+            ts.close()
+        self.assertEqual(self.spliced(), n0)
+
+    def test_reset_in_a_spliced_tunnel(self):
+        """A client that resets a spliced tunnel in the middle of a 48 MiB
+        download: the tunnel's audit line says client_closed, the
+        connection is gone, and sluice serves the next tunnel."""
+        sock = self.short_doc["admin"]["socket"]
+        base = admin_connections(sock)
+        ts = self.open_tunnel(self.tok, splice=True)
+        ts.sendall(head(["GET /v1/big?bytes=%d HTTP/1.1" % (48 * MB),
+                         "Host: model-up.test"]))
+        ts.recv(65536)
+        rst_close(ts)
+        gone, took = self.until_connections(sock, base)
+        self.assertTrue(gone, "still open %.1f s after the reset" % took)
+        rec = st.wait_until(lambda: next(
+            (e for e in audit_lines(self.short_doc)
+             if e.get("event") == "connect.tunnel" and
+             e.get("reason") == "client_closed" and
+             e.get("bytes_out", 0) > MB), None), st.ENV.slow(5.0), 0.05)
+        self.assertIsNotNone(rec, "no client_closed tunnel line")
+        self.assertTrue(self.short.alive())
+        ts = self.open_tunnel(self.tok)
+        try:
+            self.assertEqual(self.tunnel_round(ts), 200)
+        finally:
+            ts.close()
 
     @staticmethod
     def read_pattern(ts, n, abc, limit_s):
@@ -661,9 +765,15 @@ class TestHostile(st.ProxyTestCase):
                 return got, None
 
     def test_half_closed_tunnel_non_reader_is_closed(self):
+        self.half_closed_non_reader(False)
+
+    def test_half_closed_spliced_tunnel_non_reader_is_closed(self):
+        self.half_closed_non_reader(True)
+
+    def half_closed_non_reader(self, splice):
         sock = self.short_doc["admin"]["socket"]
         base = admin_connections(sock)
-        ts = self.open_tunnel(self.tok, rcvbuf=4096)
+        ts = self.open_tunnel(self.tok, rcvbuf=4096, splice=splice)
         try:
             ts.sendall(head(["GET /v1/big?bytes=50000000 HTTP/1.1",
                              "Host: model-up.test"]))
@@ -777,9 +887,15 @@ class TestHostile(st.ProxyTestCase):
     # -- 10. tunnels end with their token ------------------------------------
 
     def test_tunnel_closes_when_token_expires(self):
+        self.tunnel_closes_when_token_expires(False)
+
+    def test_spliced_tunnel_closes_when_token_expires(self):
+        self.tunnel_closes_when_token_expires(True)
+
+    def tunnel_closes_when_token_expires(self, splice):
         tok = self.h.token("good", ttl=3, sub="short-run")
         exp = st.claims_of(tok)["exp"]
-        ts = self.open_tunnel(tok)
+        ts = self.open_tunnel(tok, splice=splice)
         try:
             closed_at, ok = self.run_tunnel_until_closed(
                 ts, exp + 4.0 - time.time())
@@ -791,9 +907,15 @@ class TestHostile(st.ProxyTestCase):
         self.assertLess(closed_at, exp + 2.5, "closed late")
 
     def test_tunnel_closes_when_token_revoked(self):
+        self.tunnel_closes_when_token_revoked(False)
+
+    def test_spliced_tunnel_closes_when_token_revoked(self):
+        self.tunnel_closes_when_token_revoked(True)
+
+    def tunnel_closes_when_token_revoked(self, splice):
         tok = self.h.token("good", sub="revoked-run")
         jti = st.claims_of(tok)["jti"]
-        ts = self.open_tunnel(tok)
+        ts = self.open_tunnel(tok, splice=splice)
         try:
             self.assertEqual(self.tunnel_round(ts), 200)
             ans = admin(self.short_doc["admin"]["socket"], "revoke " + jti)
