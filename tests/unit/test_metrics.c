@@ -397,6 +397,7 @@ test_render_empty(void **state)
 		"sluice_budget_entries", "sluice_budget_entries_limit",
 		"sluice_upstream_errors_total",
 		"sluice_response_secret_headers_dropped_total",
+		"sluice_tunnels_spliced_total",
 		"sluice_upstream_response_seconds" };
 	struct scrape *sc = malloc(sizeof(*sc));
 	char *t = render();
@@ -421,6 +422,8 @@ test_render_empty(void **state)
 	check_histogram(sc, "sluice_request_duration_seconds", 0, 0);
 	/* No request yet: no request series at all. */
 	assert_true(value(sc, "sluice_requests_total", NULL, NULL, NULL) == -1);
+	assert_true(
+	    value(sc, "sluice_tunnels_spliced_total", NULL, NULL, NULL) == 0);
 	/* The process: stdin/out/err at least, some memory, started now. */
 	assert_true(value(sc, "process_open_fds", NULL, NULL, NULL) >= 3);
 	assert_true(value(sc, "process_max_fds", NULL, NULL, NULL) >=
@@ -465,6 +468,8 @@ test_errors_budget_policy_time(void **state)
 	metrics_request("model-proxy", 0, REASON_UPSTREAM_UNREACHABLE, 5, 0,
 	    0.1);
 	metrics_request("model-proxy", 0, REASON_PATH_NOT_ALLOWED, 5, 0, 0.0);
+	metrics_tunnel_spliced();
+	metrics_tunnel_spliced();
 	metrics_tunnel("model-proxy", 1, REASON_UPSTREAM_TLS_ERROR, 0, 0, 0.5);
 	metrics_upstream_response("model-proxy", 0.02);
 	metrics_upstream_response("model-proxy", 0.4);
@@ -498,6 +503,8 @@ test_errors_budget_policy_time(void **state)
 	assert_true(
 	    value_kind(sc, "sluice_upstream_errors_total", "connect") == 0);
 	assert_true(value(sc, "sluice_budget_entries", NULL, NULL, NULL) == 2);
+	assert_true(
+	    value(sc, "sluice_tunnels_spliced_total", NULL, NULL, NULL) == 2);
 	assert_true(value(sc, "sluice_upstream_response_seconds_count",
 			"model-proxy", NULL, NULL) == 2);
 	assert_true(value(sc, "sluice_upstream_response_seconds_count", "",
