@@ -473,12 +473,15 @@ class TestAllowlist(st.ProxyTestCase):
         self.assertEqual((r.connect_status, r.status), (200, 200), r)
         r = self.h.curl(proxy, "http://other.alw.test/elsewhere")
         self.assertEqual(r.header("Sluice-Deny"), "path_not_allowed", r)
-        with open(doc["audit"]["path"]) as f:
-            lines = [json.loads(x) for x in f if x.strip()]
-        self.assertEqual([e["decision"] for e in lines
-                          if e["event"] in ("http.request",
-                                            "connect.tunnel")],
-                         ["allow", "allow", "deny"])
+        # The parent writes the engine's audit lines a moment after the
+        # responses: wait for the third.
+        def decisions():
+            with open(doc["audit"]["path"]) as f:
+                lines = [json.loads(x) for x in f if x.strip()]
+            return [e["decision"] for e in lines
+                    if e["event"] in ("http.request", "connect.tunnel")]
+        st.wait_until(lambda: len(decisions()) >= 3, st.ENV.slow(5.0), 0.05)
+        self.assertEqual(decisions(), ["allow", "allow", "deny"])
 
     def test_suggest_refuses_broken_chain(self):
         path = os.path.join(self.h.tmp, "broken.jsonl")
