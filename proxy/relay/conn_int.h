@@ -270,6 +270,13 @@ void conn_start_tunnel(struct conn *);
 /* The token still holds (expiry, revocation), or -1: the tunnel closed. */
 int tunnel_revalidate(struct conn *);
 /*
+ * Side d's read EOF is passed on: shut the write side of fd, the other
+ * leg's socket; -1 when that ended the tunnel (closed).
+ */
+int tunnel_shut(struct conn *, int, int);
+/* A failure on side's socket (0 the client's, 1 the upstream's) ends it. */
+void tunnel_fail(struct conn *, int);
+/*
  * splice.c: a tunnel that qualifies moves to splice(2) (1), else 0;
  * stop switches its events off (conn_close), free frees it (request_free).
  */

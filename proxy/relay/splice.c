@@ -67,14 +67,6 @@ struct splice_tun {
 	struct event *st_idle;
 };
 
-/* A failure on fd side (0 the client's, 1 the upstream's) ends it. */
-static void
-splice_fail(struct conn *c, int side)
-{
-	conn_close(c,
-	    side == 0 ? REASON_CLIENT_CLOSED : REASON_UPSTREAM_UNREACHABLE);
-}
-
 static void
 splice_arm(struct conn *c, struct event *ev, int *on, int want)
 {
@@ -110,7 +102,7 @@ splice_out(struct splice_dir *sd)
 			splice_arm(c, sd->sd_wr, &sd->sd_wr_on, 1);
 			return 0;
 		}
-		splice_fail(c, 1 - sd->sd_d); /* a reset, or a broken pipe */
+		tunnel_fail(c, 1 - sd->sd_d); /* a reset, or a broken pipe */
 		return -1;
 	}
 	splice_arm(c, sd->sd_wr, &sd->sd_wr_on, 0);
@@ -137,15 +129,7 @@ splice_settle(struct splice_dir *sd)
 		splice_arm(c, sd->sd_rd, &sd->sd_rd_on, 1);
 		return 0;
 	}
-	if (!rq->rq_shut[1 - d]) {
-		rq->rq_shut[1 - d] = 1;
-		(void)shutdown(sd->sd_dst, SHUT_WR);
-	}
-	if (rq->rq_shut[0] && rq->rq_shut[1]) {
-		conn_close(c, REASON_OK); /* both directions done */
-		return -1;
-	}
-	return 0;
+	return tunnel_shut(c, d, sd->sd_dst);
 }
 
 static void
@@ -167,7 +151,7 @@ splice_read_cb(evutil_socket_t fd, short what, void *arg)
 		if (n == -1 && errno == EAGAIN)
 			break; /* the socket is empty (the pipe was) */
 		if (n == -1) {
-			splice_fail(c, sd->sd_d);
+			tunnel_fail(c, sd->sd_d);
 			return;
 		}
 		if (n == 0) {

@@ -94,16 +94,40 @@ tunnel_check(struct conn *c)
 	size_t to_client =
 	    evbuffer_get_length(bufferevent_get_output(c->cn_bev));
 
-	if (rq->rq_eof[0] && to_up == 0 && !rq->rq_shut[1]) {
-		rq->rq_shut[1] = 1;
-		(void)shutdown(bufferevent_getfd(ub), SHUT_WR);
+	if (rq->rq_eof[0] && to_up == 0 &&
+	    tunnel_shut(c, 0, bufferevent_getfd(ub)) == -1)
+		return;
+	if (rq->rq_eof[1] && to_client == 0)
+		(void)tunnel_shut(c, 1, bufferevent_getfd(c->cn_bev));
+}
+
+int
+tunnel_shut(struct conn *c, int d, int fd)
+{
+	struct request *rq = c->cn_req;
+
+	if (!rq->rq_shut[1 - d]) {
+		rq->rq_shut[1 - d] = 1;
+		/*
+		 * The last direction to end: close() below sends the FIN
+		 * (both sides were read to EOF, so no reset), one syscall
+		 * fewer per tunnel.
+		 */
+		if (!rq->rq_shut[d])
+			(void)shutdown(fd, SHUT_WR);
 	}
-	if (rq->rq_eof[1] && to_client == 0 && !rq->rq_shut[0]) {
-		rq->rq_shut[0] = 1;
-		(void)shutdown(bufferevent_getfd(c->cn_bev), SHUT_WR);
-	}
-	if (rq->rq_shut[0] && rq->rq_shut[1])
+	if (rq->rq_shut[0] && rq->rq_shut[1]) {
 		conn_close(c, REASON_OK); /* both directions done */
+		return -1;
+	}
+	return 0;
+}
+
+void
+tunnel_fail(struct conn *c, int side)
+{
+	conn_close(c,
+	    side == 0 ? REASON_CLIENT_CLOSED : REASON_UPSTREAM_UNREACHABLE);
 }
 
 static void
@@ -156,9 +180,7 @@ tunnel_event_cb(struct bufferevent *bev, short what, void *arg)
 		conn_close(c, REASON_OK); /* idle: ends as it went */
 		return;
 	}
-	/* A reset: whose it was is how the tunnel ended. */
-	conn_close(c,
-	    side == 0 ? REASON_CLIENT_CLOSED : REASON_UPSTREAM_UNREACHABLE);
+	tunnel_fail(c, side); /* a reset: whose it was is how it ended */
 }
 
 static void

@@ -43,6 +43,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "lib"))
 
 import sluicetest as st  # noqa: E402
+import token_audit_harness as tah  # noqa: E402
 from sluicetest import policy as pol  # noqa: E402
 from sluicetest.daemons import header_values  # noqa: E402
 from sluicetest.http import build_request  # noqa: E402
@@ -362,10 +363,10 @@ class TestHostile(st.ProxyTestCase):
             r = c.request(build_request("GET", "/metrics", "127.0.0.1",
                                         ["Connection: close"]))
         self.assertEqual(r.status, 200, r)
-        for line in r.body.decode("utf-8").splitlines():
-            if line.startswith("sluice_tunnels_spliced_total "):
-                return int(line.split()[1])
-        self.fail("no sluice_tunnels_spliced_total in the metrics")
+        v = tah.metric(tah.parse_prometheus(r.body.decode("utf-8"))[2],
+                       "sluice_tunnels_spliced_total")
+        self.assertIsNotNone(v, "no sluice_tunnels_spliced_total")
+        return int(v)
 
     def open_tunnel(self, tok, port=SHORT, rcvbuf=None, splice=False):
         """CONNECT model-up.test:443 and TLS inside; the TLS socket. With
@@ -787,6 +788,50 @@ class TestHostile(st.ProxyTestCase):
         self.assertTrue(gone, "tunnel still open %.1f s after the half-close "
                         "(idle_timeout_ms 1000)" % took)
         self.assertTrue(self.short.alive())
+
+    def test_half_closed_tunnel_still_gets_the_response(self):
+        self.half_closed_reader(False)
+
+    def test_half_closed_spliced_tunnel_still_gets_the_response(self):
+        self.half_closed_reader(True)
+
+    def half_closed_reader(self, splice):
+        """The client sends its request and a FIN, then reads: the
+        upstream's whole response arrives, then the tunnel's own FIN, and
+        the tunnel ends ok (the last direction's end is close(), not
+        shutdown() then close()). The client's small receive buffer and
+        late first read leave the response's tail in the tunnel when the
+        upstream's FIN comes: it must still arrive."""
+        sock = self.short_doc["admin"]["socket"]
+        base = admin_connections(sock)
+        m = len(audit_lines(self.short_doc))
+        n = 4 * MB
+        ts = self.open_tunnel(self.tok, rcvbuf=4096, splice=splice)
+        try:
+            ts.sendall(head(["GET /v1/big?bytes=%d HTTP/1.1" % n,
+                             "Host: model-up.test", "Connection: close"]))
+            socket.socket.shutdown(ts, socket.SHUT_WR)
+            time.sleep(0.3)
+            got, bad = self.read_pattern(ts, n, bytes(range(97, 123)),
+                                         st.ENV.slow(20.0))
+            self.assertEqual((got, bad), (n, None))
+            ts.settimeout(st.ENV.slow(5.0))
+            try:
+                tail = ts.recv(1)
+            except ssl.SSLEOFError:
+                tail = b""  # TCP FIN without close_notify: still an end
+            self.assertEqual(tail, b"")
+        finally:
+            ts.close()
+        gone, took = self.until_connections(sock, base)
+        self.assertTrue(gone, "tunnel open %.1f s after both FINs" % took)
+        rec = st.wait_until(lambda: next(
+            (e for e in audit_lines(self.short_doc)[m:]
+             if e.get("event") == "connect.tunnel"), None),
+            st.ENV.slow(5.0), 0.05)
+        self.assertIsNotNone(rec, "no connect.tunnel line")
+        self.assertEqual(rec.get("reason"), "ok", rec)
+        self.assertGreater(rec.get("bytes_out", 0), n)
 
     # -- 6. pinned route, second upstream TLS connection ---------------------
 

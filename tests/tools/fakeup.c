@@ -1200,6 +1200,19 @@ event_cb(struct bufferevent *bev, short what, void *arg)
 		c->handshaken = 1;
 		return;
 	}
+	if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) &&
+	    c->state == CS_RESPOND && c->resp == RK_BIG) {
+		/*
+		 * The client half-closed after its request: the response
+		 * is still owed. Finish it, then close (a TLS bufferevent
+		 * stopped writing on the EOF: start it again).
+		 */
+		c->keepalive = 0;
+		bufferevent_disable(c->bev, EV_READ);
+		bufferevent_enable(c->bev, EV_WRITE);
+		big_fill(c);
+		return;
+	}
 	if (what & BEV_EVENT_ERROR) {
 		bev_error_string(c, why, sizeof(why));
 		log_problem(c,
