@@ -1128,6 +1128,26 @@ serve_fail(struct exec_run *xr, int rc)
 	return rc;
 }
 
+/*
+ * The event loop. With epoll's changelist, the adds, deletes and mods one
+ * connection's state changes make in one loop pass go to the kernel as one
+ * epoll_ctl per fd, not one each (sluice never dup()s a watched fd, the
+ * case the changelist gets wrong).
+ */
+static struct event_base *
+loop_new(void)
+{
+	struct event_config *ec;
+	struct event_base *base;
+
+	if ((ec = event_config_new()) == NULL)
+		return NULL;
+	(void)event_config_set_flag(ec, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+	base = event_base_new_with_config(ec);
+	event_config_free(ec);
+	return base;
+}
+
 /* Start-up step 1: load and validate (key files are read as part of it). */
 static int
 start_load(const struct exec_run *xr, char *why, size_t whylen)
@@ -1143,7 +1163,7 @@ start_load(const struct exec_run *xr, char *why, size_t whylen)
 	if ((d_env.pe_sbx = sbx_registry_new()) == NULL ||
 	    sbx_registry_sync(d_env.pe_sbx, d_env.pe_cf, why, whylen) == -1)
 		fatalx("sandboxes: out of memory");
-	if ((d_env.pe_base = event_base_new()) == NULL ||
+	if ((d_env.pe_base = loop_new()) == NULL ||
 	    resolve_init(d_env.pe_base) == -1)
 		fatalx("cannot create the event loop");
 	if (upstream_init(d_env.pe_base, why, whylen) == -1 ||
