@@ -270,8 +270,9 @@ void conn_start_tunnel(struct conn *);
 /* The token still holds (expiry, revocation), or -1: the tunnel closed. */
 int tunnel_revalidate(struct conn *);
 /*
- * Side d's read EOF is passed on: shut the write side of fd, the other
- * leg's socket; -1 when that ended the tunnel (closed).
+ * Side d's read EOF is passed on to fd, the other leg's socket: shutdown()
+ * of its write side, or, when the other direction has ended too, the
+ * tunnel closes (close() sends that FIN) and -1 is returned.
  */
 int tunnel_shut(struct conn *, int, int);
 /* A failure on side's socket (0 the client's, 1 the upstream's) ends it. */
