@@ -368,6 +368,14 @@ class TestHostile(st.ProxyTestCase):
         self.assertIsNotNone(v, "no sluice_tunnels_spliced_total")
         return int(v)
 
+    def tunnel_line(self, match, since=0):
+        """The first connect.tunnel audit line from index since on that
+        match(line) accepts, waited for; None if none came."""
+        return st.wait_until(lambda: next(
+            (e for e in audit_lines(self.short_doc)[since:]
+             if e.get("event") == "connect.tunnel" and match(e)), None),
+            st.ENV.slow(5.0), 0.05)
+
     def open_tunnel(self, tok, port=SHORT, rcvbuf=None, splice=False):
         """CONNECT model-up.test:443 and TLS inside; the TLS socket. With
         splice, a 1 MiB download first, after which the tunnel has moved
@@ -662,10 +670,7 @@ class TestHostile(st.ProxyTestCase):
         finally:
             ts.close()
         self.assertEqual((got, bad), (n, None), "bytes read, bad offset")
-        rec = st.wait_until(lambda: next(
-            (e for e in audit_lines(self.short_doc)
-             if e.get("event") == "connect.tunnel" and
-             e.get("bytes_out", 0) >= n), None), st.ENV.slow(5.0), 0.05)
+        rec = self.tunnel_line(lambda e: e.get("bytes_out", 0) >= n)
         self.assertIsNotNone(rec, "no connect.tunnel line counting the body")
         self.assertGreater(rec["bytes_in"], 0)
         self.assertEqual(self.spliced(), n0 + 1)
@@ -691,10 +696,7 @@ class TestHostile(st.ProxyTestCase):
         self.assertEqual(status, 200)
         reqs = self.up.log.wait_for(m, "request", 2)
         self.assertEqual([q["body_bytes"] for q in reqs][-1:], [n], reqs)
-        rec = st.wait_until(lambda: next(
-            (e for e in audit_lines(self.short_doc)
-             if e.get("event") == "connect.tunnel" and
-             e.get("bytes_in", 0) >= n), None), st.ENV.slow(5.0), 0.05)
+        rec = self.tunnel_line(lambda e: e.get("bytes_in", 0) >= n)
         self.assertIsNotNone(rec, "no connect.tunnel line counting the "
                              "upload")
         self.assertGreater(rec["bytes_out"], MB)
@@ -724,11 +726,8 @@ class TestHostile(st.ProxyTestCase):
         rst_close(ts)
         gone, took = self.until_connections(sock, base)
         self.assertTrue(gone, "still open %.1f s after the reset" % took)
-        rec = st.wait_until(lambda: next(
-            (e for e in audit_lines(self.short_doc)
-             if e.get("event") == "connect.tunnel" and
-             e.get("reason") == "client_closed" and
-             e.get("bytes_out", 0) > MB), None), st.ENV.slow(5.0), 0.05)
+        rec = self.tunnel_line(lambda e: e.get("reason") == "client_closed"
+                               and e.get("bytes_out", 0) > MB)
         self.assertIsNotNone(rec, "no client_closed tunnel line")
         self.assertTrue(self.short.alive())
         ts = self.open_tunnel(self.tok)
@@ -825,10 +824,7 @@ class TestHostile(st.ProxyTestCase):
             ts.close()
         gone, took = self.until_connections(sock, base)
         self.assertTrue(gone, "tunnel open %.1f s after both FINs" % took)
-        rec = st.wait_until(lambda: next(
-            (e for e in audit_lines(self.short_doc)[m:]
-             if e.get("event") == "connect.tunnel"), None),
-            st.ENV.slow(5.0), 0.05)
+        rec = self.tunnel_line(lambda e: True, since=m)
         self.assertIsNotNone(rec, "no connect.tunnel line")
         self.assertEqual(rec.get("reason"), "ok", rec)
         self.assertGreater(rec.get("bytes_out", 0), n)
