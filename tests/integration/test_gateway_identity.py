@@ -391,6 +391,20 @@ class GatewayIdentity(case.ProxyTestCase):
                 pids |= {int(x) for x in re.findall(r"pid=(\d+)", line)}
         return pids
 
+    def close_held(self, client):
+        """Close client's connection and wait until the gateway has closed
+        its side too: the cap counts over both engines, and a connection
+        made before the engine saw this close would be the one refused."""
+        port = client.sock.getsockname()[1]
+        argv = self.gw.exec_argv(["ss", "-Htn", "state", "established",
+                                  "state", "close-wait",
+                                  "( sport = :3128 and dport = :%d )" % port])
+        self.assertTrue(run(argv).stdout.strip(), "ss does not see it")
+        client.close()
+        self.assertTrue(wait_until(lambda: not run(argv).stdout.strip(),
+                                   ENV.slow(5.0)),
+                        "the gateway still holds the closed connection")
+
     def test_07_connection_cap(self):
         # The cap is over both engines: held until both hold some.
         held = []
@@ -401,7 +415,7 @@ class GatewayIdentity(case.ProxyTestCase):
                 if len(self.serving_pids(held)) == 2:
                     break
                 if len(held) == 4:
-                    held.pop(0).close()
+                    self.close_held(held.pop(0))
             self.assertEqual(len(self.serving_pids(held)), 2,
                              "b's connections all on one engine")
             while len(held) < 4:
