@@ -74,6 +74,7 @@ _Static_assert(METRICS_ENGINE_SLOTS >= ENGINE_SLOTS, "a metrics slot each");
 struct engine {
 	pid_t e_pid; /* 0: the slot is free */
 	uint64_t e_gen;
+	unsigned e_pos; /* its listeners' shard (relay/listener.c) */
 	int e_ready;
 	int e_draining;
 	int e_killed; /* the parent killed it (a bad message) */
@@ -156,7 +157,7 @@ engine_arm(struct event *ev, uint64_t ms)
 
 	(void)event_add(ev, &tv);
 }
-static void engine_child(int slot, int ctl, int afd);
+static void engine_child(int slot, unsigned pos, int ctl, int afd);
 static void engine_reload_cb(evutil_socket_t, short, void *);
 
 static void
@@ -256,6 +257,30 @@ engine_workers(void)
 	unsigned n = eg.env->pe_cf->cf_workers;
 
 	return n < 1 ? 1 : (n > CONFIG_WORKERS_MAX ? CONFIG_WORKERS_MAX : n);
+}
+
+/*
+ * The place a new engine of the policy in force takes among `workers`:
+ * the first no such engine holds. It accepts from that shard of every
+ * listener (one dead leaves its shard's clients in the backlog for the
+ * next); during a reload, the old engine of a place shares it.
+ */
+static unsigned
+engine_free_pos(void)
+{
+	unsigned pos, n = engine_workers();
+	int i;
+
+	for (pos = 0; pos < n; pos++) {
+		for (i = 0; i < ENGINE_SLOTS; i++)
+			if (eg.e[i].e_pid > 0 && !eg.e[i].e_draining &&
+			    eg.e[i].e_gen == eg.env->pe_cf->cf_gen &&
+			    eg.e[i].e_pos == pos)
+				break;
+		if (i == ENGINE_SLOTS)
+			return pos;
+	}
+	return 0;
 }
 
 /*
@@ -709,6 +734,7 @@ static int
 engine_spawn(int slot, char *why, size_t whylen)
 {
 	struct engine *e = &eg.e[slot];
+	unsigned pos = engine_free_pos();
 	int ctl[2], aud[2];
 	pid_t pid;
 
@@ -739,7 +765,7 @@ engine_spawn(int slot, char *why, size_t whylen)
 	if (pid == 0) {
 		close(ctl[0]);
 		close(aud[0]);
-		engine_child(slot, ctl[1], aud[1]);
+		engine_child(slot, pos, ctl[1], aud[1]);
 		return 1;
 	}
 	close(ctl[1]);
@@ -747,6 +773,7 @@ engine_spawn(int slot, char *why, size_t whylen)
 	memset(e, 0, sizeof(*e));
 	e->e_pid = pid;
 	e->e_gen = eg.env->pe_cf->cf_gen;
+	e->e_pos = pos;
 	clock_gettime(CLOCK_MONOTONIC, &e->e_born);
 	e->e_ctlfd = ctl[0];
 	e->e_afd = aud[0];
@@ -1237,7 +1264,7 @@ engine_forget_parent(void)
 }
 
 static void
-engine_child(int slot, int ctl, int afd)
+engine_child(int slot, unsigned pos, int ctl, int afd)
 {
 	struct proxy_env *env = eg.env;
 
@@ -1270,6 +1297,7 @@ engine_child(int slot, int ctl, int afd)
 		_exit(ENGINE_EXIT_SETUP);
 	}
 	engine_confine();
+	listener_keep_shard(pos, engine_workers());
 	listener_enable_all(1);
 	metrics_listen_enable(1);
 	if (chan_send(eg.ch, EM_READY, NULL, 0) == -1)

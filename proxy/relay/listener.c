@@ -4,6 +4,15 @@
  * accepting for a second instead of spinning (httpd, tmux); a full
  * max_connections, or per_client_connections from one client address,
  * answers 503 too_many_connections and closes.
+ *
+ * With several engines (workers), each listener is `workers` sockets
+ * bound to the same address with SO_REUSEPORT, a shard per engine: the
+ * kernel spreads connections over them by their addresses. On one shared
+ * socket every engine wakes for each connection and the one that runs
+ * first takes it, so all of them can go to one engine. An engine that
+ * died leaves its shard's connections in the backlog (the parent keeps
+ * the socket) for the engine that takes its place. Only a socket of the
+ * same effective uid (root, here) can join the group.
  */
 #include <sys/socket.h>
 
@@ -31,14 +40,17 @@
 struct listener {
 	struct proxy_env *li_env; /* what its connections are accepted into */
 	int li_fd;
-	size_t li_idx; /* index into cf_listeners */
+	size_t li_idx;     /* index into cf_listeners */
+	unsigned li_shard; /* which of the listener's SO_REUSEPORT sockets */
 	struct event *li_ev;
 	struct sockaddr_storage li_addr;
 	socklen_t li_addrlen;
 };
 
 static struct listener *listeners;
-static size_t nlisteners;
+static size_t nlisteners; /* sockets: nconf of them per shard */
+static size_t nconf;      /* cf_listeners entries */
+static unsigned nshards;
 static struct event *backoff_ev;
 
 static void
@@ -95,17 +107,70 @@ listener_accept_cb(evutil_socket_t lfd, short what, void *arg)
 	}
 }
 
+static int
+listener_socket(const struct listener *li, int reuseport)
+{
+	int fd, one = 1;
+
+	fd = socket(li->li_addr.ss_family,
+	    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd == -1)
+		return -1;
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (li->li_addr.ss_family == AF_INET6)
+		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one,
+		    sizeof(one));
+	if ((reuseport &&
+		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) ==
+		    -1) ||
+	    bind(fd, (const struct sockaddr *)&li->li_addr, li->li_addrlen) ==
+		-1) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * With shards, the first is preceded by a bind without SO_REUSEPORT: a
+ * port another process holds (a second sluice, reuseport or not) is
+ * refused with EADDRINUSE, as with one socket, instead of the group
+ * taking the newcomer in and sharing the clients.
+ */
+static int
+listener_bind(struct listener *li, int reuseport)
+{
+	int probe;
+
+	if (reuseport && li->li_shard == 0) {
+		if ((probe = listener_socket(li, 0)) == -1)
+			return -1;
+		close(probe);
+	}
+	if ((li->li_fd = listener_socket(li, reuseport)) == -1 ||
+	    listen(li->li_fd, LISTENER_BACKLOG) == -1)
+		return -1;
+	return 0;
+}
+
 int
 listener_open_all(struct proxy_env *env, const int *fds, char *why,
     size_t whylen)
 {
 	struct event_base *base = env->pe_base;
 	const struct config *cf = env->pe_cf;
-	size_t i;
-	int one = 1;
+	size_t i, n;
 
-	if ((listeners = calloc(cf->cf_nlisteners, sizeof(*listeners))) ==
-	    NULL) {
+	/* Planted (sluice exec): one socket each, bound and listening. */
+	nshards = fds != NULL || cf->cf_workers < 2 ? 1 : cf->cf_workers;
+	if (nshards > CONFIG_WORKERS_MAX)
+		nshards = CONFIG_WORKERS_MAX;
+	nconf = cf->cf_nlisteners;
+	n = nconf * nshards;
+	if ((listeners = calloc(n == 0 ? 1 : n, sizeof(*listeners))) == NULL) {
 		snprintf(why, whylen, "out of memory");
 		return -1;
 	}
@@ -114,36 +179,19 @@ listener_open_all(struct proxy_env *env, const int *fds, char *why,
 		snprintf(why, whylen, "out of memory");
 		return -1;
 	}
-	for (i = 0; i < cf->cf_nlisteners; i++) {
-		const struct listener_conf *lc = &cf->cf_listeners[i];
+	for (i = 0; i < n; i++) {
+		const struct listener_conf *lc = &cf->cf_listeners[i / nshards];
 		struct listener *li = &listeners[i];
 
 		li->li_env = env;
-		li->li_idx = i;
+		li->li_idx = i / nshards;
+		li->li_shard = (unsigned)(i % nshards);
 		li->li_addr = lc->lc_addr;
 		li->li_addrlen = lc->lc_addrlen;
-		if (fds != NULL) {
-			/* Planted (sluice exec): bound and listening already.
-			 */
-			li->li_fd = fds[i];
-			nlisteners++;
-		} else {
-			li->li_fd = socket(lc->lc_addr.ss_family,
-			    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-			if (li->li_fd == -1)
-				goto fail;
-			nlisteners++;
-			(void)setsockopt(li->li_fd, SOL_SOCKET, SO_REUSEADDR,
-			    &one, sizeof(one));
-			if (lc->lc_addr.ss_family == AF_INET6)
-				(void)setsockopt(li->li_fd, IPPROTO_IPV6,
-				    IPV6_V6ONLY, &one, sizeof(one));
-			if (bind(li->li_fd,
-				(const struct sockaddr *)&lc->lc_addr,
-				lc->lc_addrlen) == -1 ||
-			    listen(li->li_fd, LISTENER_BACKLOG) == -1)
-				goto fail;
-		}
+		li->li_fd = fds != NULL ? fds[i] : -1;
+		nlisteners++;
+		if (fds == NULL && listener_bind(li, nshards > 1) == -1)
+			goto fail;
 		li->li_ev = event_new(base, li->li_fd, EV_READ | EV_PERSIST,
 		    listener_accept_cb, li);
 		if (li->li_ev == NULL || event_add(li->li_ev, NULL) == -1) {
@@ -152,11 +200,40 @@ listener_open_all(struct proxy_env *env, const int *fds, char *why,
 		}
 		continue;
 fail:
-		snprintf(why, whylen, "listeners[%zu]: %s: %s", i,
-		    lc->lc_listen, strerror(errno));
+		if (nshards > 1)
+			snprintf(why, whylen,
+			    "listeners[%zu] (socket %u of %u): "
+			    "%s: %s",
+			    li->li_idx, li->li_shard + 1, nshards,
+			    lc->lc_listen, strerror(errno));
+		else
+			snprintf(why, whylen, "listeners[%zu]: %s: %s",
+			    li->li_idx, lc->lc_listen, strerror(errno));
 		return -1;
 	}
 	return 0;
+}
+
+void
+listener_keep_shard(unsigned pos, unsigned workers)
+{
+	unsigned m = workers < nshards ? workers : nshards;
+	size_t i;
+
+	if (m < 2)
+		return;
+	for (i = 0; i < nlisteners; i++) {
+		struct listener *li = &listeners[i];
+
+		if (li->li_shard % m == pos % m)
+			continue;
+		if (li->li_ev != NULL)
+			event_free(li->li_ev);
+		li->li_ev = NULL;
+		if (li->li_fd != -1)
+			close(li->li_fd);
+		li->li_fd = -1;
+	}
 }
 
 void
@@ -187,7 +264,8 @@ listener_close_all(void)
 	}
 	free(listeners);
 	listeners = NULL;
-	nlisteners = 0;
+	nlisteners = nconf = 0;
+	nshards = 0;
 	if (backoff_ev != NULL) {
 		event_free(backoff_ev);
 		backoff_ev = NULL;
@@ -199,12 +277,16 @@ listener_same(const struct config *cf)
 {
 	size_t i;
 
-	if (cf->cf_nlisteners != nlisteners)
+	if (cf->cf_nlisteners != nconf)
 		return 0;
-	for (i = 0; i < nlisteners; i++)
-		if (cf->cf_listeners[i].lc_addrlen != listeners[i].li_addrlen ||
-		    memcmp(&cf->cf_listeners[i].lc_addr, &listeners[i].li_addr,
+	for (i = 0; i < nlisteners; i++) {
+		const struct listener_conf *lc =
+		    &cf->cf_listeners[listeners[i].li_idx];
+
+		if (lc->lc_addrlen != listeners[i].li_addrlen ||
+		    memcmp(&lc->lc_addr, &listeners[i].li_addr,
 			listeners[i].li_addrlen) != 0)
 			return 0;
+	}
 	return 1;
 }

@@ -178,6 +178,12 @@ void intercept_stats(const struct intercept *, struct certs_cache_stats *);
 int
 listener_open_all(struct proxy_env *, const int *fds, char *why, size_t whylen);
 void listener_enable_all(int on);
+/*
+ * In the engine at place pos of `workers`: close the sockets of the
+ * other places' shards (with several workers, each listener is a
+ * SO_REUSEPORT socket per worker; the parent keeps every one).
+ */
+void listener_keep_shard(unsigned pos, unsigned workers);
 void listener_close_all(void);
 /* Non-zero when the policy's listeners are those bound (for reloads). */
 int listener_same(const struct config *);

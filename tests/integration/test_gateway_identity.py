@@ -405,6 +405,22 @@ class GatewayIdentity(case.ProxyTestCase):
                                    ENV.slow(5.0)),
                         "the gateway still holds the closed connection")
 
+    def test_07a_listener_shard_per_engine(self):
+        """workers: 2 binds each listener twice (SO_REUSEPORT): the parent
+        keeps both sockets, each engine holds one, not the same one; so
+        the kernel, not a race between woken engines, spreads clients."""
+        p = run(self.gw.exec_argv(["ss", "-Hltnp", "( sport = :3128 )"]))
+        lines = p.stdout.splitlines()
+        self.assertEqual(len(lines), 2, p.stdout)
+        holders = [{int(x) for x in re.findall(r"pid=(\d+)", l)}
+                   for l in lines]
+        parent = self.sluice.pid
+        for h in holders:
+            self.assertIn(parent, h, p.stdout)
+            self.assertEqual(len(h), 2, p.stdout)
+        engines = [(h - {parent}).pop() for h in holders]
+        self.assertNotEqual(engines[0], engines[1], p.stdout)
+
     def test_07_connection_cap(self):
         # The cap is over both engines: held until both hold some.
         held = []

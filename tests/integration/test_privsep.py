@@ -48,6 +48,7 @@ import re
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -864,21 +865,11 @@ class TestPrivsep(st.ProxyTestCase):
         pids = self.engines(s)
         self.assertEqual(len(pids), 2, "engine_pids %r" % pids)
         self.assertEqual(children(s.pid), sorted(pids))
-        # Both accept from the one listener: connections held open at
-        # once, each served by one of them (ss names the pid).
-        held, by = [], {}
-        try:
-            for _ in range(24):
-                c = self.h.raw(s.port, timeout=5)
-                held.append(c)
-                self.assertEqual(c.request(self.req(), timeout=5).status,
-                                 200)
-                pid = self.serving_pid(s, c)
-                by[pid] = by.get(pid, 0) + 1
-        finally:
-            for c in held:
-                c.close()
-        self.assertEqual(set(by), set(pids), "served by %r" % by)
+        # Each accepts from its own socket of the listener (SO_REUSEPORT):
+        # connections held open at once, each served by one of them (ss
+        # names the pid), spread by the kernel over both.
+        self.assertEqual(set(self.spread(s, 24)), set(pids))
+        self.second_refused(s)
         for pid in pids:
             self.assertConfined(s, pid)
         # One budget across both: concurrent charges grant exactly limit.
@@ -912,6 +903,8 @@ class TestPrivsep(st.ProxyTestCase):
         self.assertIsNotNone(now, "engines %r" % self.status(s))
         self.assertIn(pids[1], now)
         self.assertEqual(self.status(s).get("engine_restarts"), "1")
+        # The new one took the dead one's socket: both serve.
+        self.assertEqual(set(self.spread(s, 24)), set(now))
         # A reload replaces both, once both new ones serve.
         s.signal(signal.SIGHUP)
 
@@ -924,9 +917,46 @@ class TestPrivsep(st.ProxyTestCase):
         cur = st.wait_until(replaced, 5.0, 0.02)
         self.assertIsNotNone(cur, "engines after the reload %r" %
                              self.status(s))
-        self.assertEqual(self.post(s).status, 200)
+        self.assertEqual(set(self.spread(s, 24)), set(cur))
         self.assertEqual(tah.metric(self.metrics(s), "sluice_engines"), 2)
         self.finish(s)
+
+    def second_refused(self, s):
+        """A second sluice (root too, workers: 2, no rules of its own: they
+        would stay in the namespace) on the same address is refused
+        EADDRINUSE: it does not join the first one's SO_REUSEPORT group
+        and take half of its clients."""
+        doc = self.make_doc("workers-second", s.port)
+        doc["workers"] = 2
+        doc["netpolicy"] = {"mode": "off"}
+        doc["metrics"] = {"listen": None}
+        path = self.write_doc("workers-second", doc)
+        p = subprocess.run(st.ns_exec(self.h.sbx, [st.ENV.bin, "run", "-c",
+                                                   path]),
+                           capture_output=True, text=True,
+                           timeout=st.ENV.slow(10))
+        self.assertNotEqual(p.returncode, 0, p.stderr)
+        self.assertIn("listeners[0]", p.stderr)
+        self.assertIn("Address already in use", p.stderr)
+        self.assertEqual(set(self.spread(s, 8)) - set(self.engines(s)),
+                         set())
+
+    def spread(self, s, n):
+        """n connections held open at once, each served a request: how
+        many each engine pid served."""
+        held, by = [], {}
+        try:
+            for _ in range(n):
+                c = self.h.raw(s.port, timeout=5)
+                held.append(c)
+                self.assertEqual(c.request(self.req(), timeout=5).status,
+                                 200)
+                pid = self.serving_pid(s, c)
+                by[pid] = by.get(pid, 0) + 1
+        finally:
+            for c in held:
+                c.close()
+        return by
 
 
 def main():
