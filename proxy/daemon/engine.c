@@ -233,6 +233,14 @@ engine_free_slot(void)
 	return -1;
 }
 
+/* Alive, not draining, and of the policy in force. */
+static int
+engine_is_current(const struct engine *e)
+{
+	return e->e_pid > 0 && !e->e_draining &&
+	    e->e_gen == eg.env->pe_cf->cf_gen;
+}
+
 /*
  * How many engines serve, or will, the policy in force (ready: only
  * those that said so). There should be `workers` of them.
@@ -244,9 +252,7 @@ engine_current(int ready)
 	int i;
 
 	for (i = 0; i < ENGINE_SLOTS; i++)
-		if (eg.e[i].e_pid > 0 && !eg.e[i].e_draining &&
-		    eg.e[i].e_gen == eg.env->pe_cf->cf_gen &&
-		    (!ready || eg.e[i].e_ready))
+		if (engine_is_current(&eg.e[i]) && (!ready || eg.e[i].e_ready))
 			n++;
 	return n;
 }
@@ -273,9 +279,7 @@ engine_free_pos(void)
 
 	for (pos = 0; pos < n; pos++) {
 		for (i = 0; i < ENGINE_SLOTS; i++)
-			if (eg.e[i].e_pid > 0 && !eg.e[i].e_draining &&
-			    eg.e[i].e_gen == eg.env->pe_cf->cf_gen &&
-			    eg.e[i].e_pos == pos)
+			if (engine_is_current(&eg.e[i]) && eg.e[i].e_pos == pos)
 				break;
 		if (i == ENGINE_SLOTS)
 			return pos;
