@@ -496,9 +496,10 @@ engine_audit_cb(evutil_socket_t fd, short what, void *arg)
 	struct engine_ack *ea;
 	char why[256];
 	ssize_t n;
-	int i, sync, rc;
+	int i, sync, rc, killed = 0;
 
 	(void)what;
+	audit_batch(eg.env->pe_audit, 1);
 	for (i = 0; i < ENGINE_AUDIT_BATCH; i++) {
 		if (e->e_rtail - e->e_rhead == ENGINE_ACK_RING &&
 		    !e->e_reaped) {
@@ -518,7 +519,8 @@ engine_audit_cb(evutil_socket_t fd, short what, void *arg)
 		if ((size_t)n > sizeof(buf)) {
 			engine_kill(e, "an audit line over the size limit");
 			event_del(e->e_aev);
-			return;
+			killed = 1;
+			break;
 		}
 		ea = &e->e_ring[e->e_rtail % ENGINE_ACK_RING];
 		memset(ea, 0, sizeof(*ea));
@@ -529,7 +531,8 @@ engine_audit_cb(evutil_socket_t fd, short what, void *arg)
 		if (rc == -2) {
 			engine_kill(e, why);
 			event_del(e->e_aev);
-			return;
+			killed = 1;
+			break;
 		}
 		if (!sync || e->e_reaped)
 			continue;
@@ -540,7 +543,9 @@ engine_audit_cb(evutil_socket_t fd, short what, void *arg)
 			ea->ea_ok = rc == 0;
 		}
 	}
-	engine_audit_flush(e);
+	audit_batch(eg.env->pe_audit, 0); /* one wake-up of the writer */
+	if (!killed)
+		engine_audit_flush(e);
 }
 
 static void

@@ -124,7 +124,9 @@ struct audit {
 	 */
 	struct audit_writer *a_w; /* NULL: write inline (no event loop) */
 	uint64_t a_epoch;         /* w_epoch the chain head was taken at */
-	uint64_t a_fail_seq;      /* failed state: ends once w_seq is past */
+	int a_batch;         /* audit_batch(): wake the thread at the end */
+	int a_batch_queued;  /* a line was queued in the batch */
+	uint64_t a_fail_seq; /* failed state: ends once w_seq is past */
 	/*
 	 * A privsep engine's writer (audit_remote()): the parent chains and
 	 * writes; lines go to it over a_rfd, a_line then holds the fields
@@ -976,13 +978,32 @@ audit_enqueue(struct audit *a, size_t len, const unsigned char h[32])
 	memcpy(a->a_hash, h, sizeof(a->a_hash));
 	w->w_qseq = a->a_seq;
 	memcpy(w->w_qhash, h, sizeof(w->w_qhash));
-	pthread_cond_signal(&w->w_work);
+	if (a->a_batch && w->w_len < AUDIT_BATCH_KICK)
+		a->a_batch_queued = 1;
+	else
+		pthread_cond_signal(&w->w_work);
 	pthread_mutex_unlock(&w->w_mu);
 	return 0;
 full:
 	audit_fail(a, "queueing a line for");
 	a->a_fail_seq = a->a_seq;
 	return -1;
+}
+
+void
+audit_batch(struct audit *a, int on)
+{
+	struct audit_writer *w;
+
+	if (a == NULL || (w = a->a_w) == NULL)
+		return;
+	a->a_batch = on;
+	if (on || !a->a_batch_queued)
+		return;
+	a->a_batch_queued = 0;
+	pthread_mutex_lock(&w->w_mu);
+	pthread_cond_signal(&w->w_work);
+	pthread_mutex_unlock(&w->w_mu);
 }
 
 /*
@@ -995,6 +1016,8 @@ audit_drain(struct audit *a, int hold)
 	struct audit_writer *w = a->a_w;
 
 	pthread_mutex_lock(&w->w_mu);
+	if (w->w_len > 0) /* queued in a batch: not signalled yet */
+		pthread_cond_signal(&w->w_work);
 	while (w->w_len > 0 || w->w_busy)
 		pthread_cond_wait(&w->w_prog, &w->w_mu);
 	if (hold)

@@ -37,9 +37,10 @@ struct budget;
  * IMPORTANT: never pass a token, a secret, an Authorization or
  * Proxy-Authorization value or a body to any audit_add_*() call.
  */
-#define AUDIT_VALUE_MAX 2048  /* bytes of one escaped string value */
-#define AUDIT_LINE_MAX  65536 /* bytes of one line, newline included */
-#define AUDIT_QUEUE_MAX ((size_t)8 << 20) /* bytes queued for the thread */
+#define AUDIT_VALUE_MAX  2048  /* bytes of one escaped string value */
+#define AUDIT_LINE_MAX   65536 /* bytes of one line, newline included */
+#define AUDIT_QUEUE_MAX  ((size_t)8 << 20)   /* bytes queued for the thread */
+#define AUDIT_BATCH_KICK ((size_t)256 << 10) /* audit_batch(): wake early */
 
 struct audit;
 /* A wait for a line to be durable: audit_commit_wait(), below. */
@@ -110,6 +111,13 @@ int audit_remote_line(struct audit *, const unsigned char *msg, size_t len,
     int *sync, struct audit_wait *aw, audit_wait_cb *cb, void *arg, char *why,
     size_t whylen);
 int audit_remote_reply(int fd, int state, int ok, uint64_t n);
+/*
+ * audit_batch(a, 1) ... audit_batch(a, 0): the lines committed between
+ * wake the writer thread once, at the end (or once AUDIT_BATCH_KICK bytes
+ * wait), so that a batch the parent took from an engine costs one
+ * write(2) and one wake-up, not one per line.
+ */
+void audit_batch(struct audit *, int on);
 void audit_on_state(struct audit *, audit_state_cb *, void *arg);
 /* Non-zero while in the failed state with on_error "deny". */
 int audit_failed(const struct audit *);

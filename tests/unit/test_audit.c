@@ -1352,6 +1352,60 @@ test_thread_order(void **state)
 	assert_string_equal(head, want);
 }
 
+/* Wait up to 5 s for the file at path to hold at least n lines. */
+static size_t
+wait_lines(const char *path, size_t n)
+{
+	double t0 = now_s();
+	size_t got;
+
+	while ((got = count_lines(path)) < n && now_s() - t0 < 5.0)
+		usleep(10000);
+	return got;
+}
+
+/*
+ * audit_batch(): the lines committed between on and off wake the writer
+ * thread once, at off; AUDIT_BATCH_KICK bytes queued wake it before; a
+ * sync inside a batch writes what is queued and returns (no wait on a
+ * wake-up that never comes). fsync "never": nothing else wakes the thread.
+ */
+static void
+test_thread_batch(void **state)
+{
+	struct fixture *fx = *state;
+	struct event_base *base = event_base_new();
+	const char *files[1] = { fx->path };
+	struct audit *a;
+	size_t before, mid;
+
+	assert_non_null(base);
+	fx->ac.ac_fsync = AUDIT_FSYNC_NEVER;
+	a = open_audit_base(fx, base);
+	assert_int_equal(audit_sync(a), 0);
+	before = count_lines(fx->path);
+	usleep(100000); /* the thread back in its wait */
+
+	audit_batch(a, 1);
+	write_events(a, 3, "http.request");
+	usleep(200000);
+	assert_int_equal(count_lines(fx->path), before); /* not woken */
+	audit_batch(a, 0);
+	assert_int_equal(wait_lines(fx->path, before + 3), before + 3);
+
+	/* Past the kick (~250 bytes a line), the batch still on. */
+	audit_batch(a, 1);
+	write_events(a, 2000, "http.request");
+	mid = wait_lines(fx->path, before + 3 + AUDIT_BATCH_KICK / 512);
+	assert_true(mid >= before + 3 + AUDIT_BATCH_KICK / 512);
+	assert_int_equal(audit_sync(a), 0);
+	assert_int_equal(count_lines(fx->path), before + 3 + 2000);
+	audit_batch(a, 0);
+	audit_close(a);
+	event_base_free(base);
+	assert_int_equal(run_verify(files, 1, NULL, NULL), 0);
+}
+
 /*
  * A log disk that does not move does not hold up audit_commit(): commits
  * return at once while the thread is stuck in write(2) (inline, the loop
@@ -2159,6 +2213,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_thread_write_error, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_thread_reopen, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_thread_batch, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_thread_always, setup,
 		    teardown),
