@@ -184,7 +184,15 @@ out_flush(struct conn *c, struct bufferevent *bev, int plain)
  * (strace: 4096-byte readv/writev pairs while FIONREAD showed 100 KB
  * waiting). EOF and errors are left for libevent's next read to report.
  * Plain sockets only.
+ *
+ * libevent sizes its read by FIONREAD, so an input holding less than its
+ * most per read means the socket was empty after it (or at EOF): another
+ * read would only return EAGAIN or 0, two syscalls per small message in
+ * a tunnel and one per small response. Then nothing is read here. When
+ * the input is short for another reason (a head was taken off it), the
+ * bytes still waiting are read on the next wake-up, as before in_fill().
  */
+#define LIBEVENT_READ_MAX 4096
 static void
 in_fill(struct bufferevent *bev, size_t want)
 {
@@ -196,7 +204,8 @@ in_fill(struct bufferevent *bev, size_t want)
 	int nv, i;
 
 	/* Plain sockets only: never read around a TLS filter. */
-	if (bufferevent_get_underlying(bev) != NULL)
+	if (bufferevent_get_underlying(bev) != NULL ||
+	    evbuffer_get_length(in) < LIBEVENT_READ_MAX)
 		return;
 	/* The input's end is frozen: only the bufferevent adds to it. */
 	evbuffer_unfreeze(in, 0);
