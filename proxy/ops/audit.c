@@ -18,6 +18,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -1061,6 +1062,21 @@ audit_fork_done(struct audit *a)
 	if (a == NULL || a->a_w == NULL)
 		return;
 	audit_release(a);
+}
+
+int
+audit_writer_sched(struct audit *a, int policy)
+{
+	struct sched_param sp = { .sched_priority = 0 };
+	int rc;
+
+	if (a == NULL || a->a_w == NULL)
+		return 0;
+	if ((rc = pthread_setschedparam(a->a_w->w_thread, policy, &sp)) != 0) {
+		errno = rc;
+		return -1;
+	}
+	return 0;
 }
 
 static void

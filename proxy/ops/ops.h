@@ -105,6 +105,12 @@ typedef void audit_state_cb(int failed, void *arg);
  */
 void audit_fork_prepare(struct audit *);
 void audit_fork_done(struct audit *);
+/*
+ * Give the writer thread a scheduling policy (sched(7): SCHED_BATCH,
+ * SCHED_OTHER); 0, or -1 with errno. A thread started later takes the
+ * policy of the thread that starts it.
+ */
+int audit_writer_sched(struct audit *, int policy);
 int audit_remote(struct audit *, int fd, struct event_base *base);
 int audit_remote_drain(struct audit *, int timeout_ms);
 int audit_remote_line(struct audit *, const unsigned char *msg, size_t len,

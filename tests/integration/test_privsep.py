@@ -107,6 +107,21 @@ def children(pid):
     return sorted(out)
 
 
+SCHED_OTHER, SCHED_BATCH = 0, 3
+
+
+def sched_policies(pid):
+    """{tid: scheduling policy} of pid's threads (/proc/PID/task/TID/stat,
+    field 41)."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+            # comm (field 2) may hold spaces: count after its ')'.
+            fields = f.read().rpartition(")")[2].split()
+        out[int(tid)] = int(fields[41 - 3])
+    return out
+
+
 def fd_targets(pid):
     """{fd: readlink target} of a process."""
     out = {}
@@ -417,6 +432,16 @@ class TestPrivsep(st.ProxyTestCase):
         with self.subTest("engine"):
             self.assertConfined(s, eng)
 
+        with self.subTest("scheduling"):
+            # The parent's threads (main, audit writer) do not preempt
+            # the engine on wake-up; the engine is an ordinary task.
+            par = sched_policies(s.pid)
+            self.assertGreaterEqual(len(par), 2, "no audit writer thread: "
+                                    "%r" % par)
+            self.assertEqual(set(par.values()), {SCHED_BATCH}, par)
+            self.assertEqual(set(sched_policies(eng).values()),
+                             {SCHED_OTHER}, "engine %d" % eng)
+
         with self.subTest("sockets and files"):
             # Controls: the parent holds the rules' netlink sockets and
             # the admin socket; the engine neither.
@@ -589,6 +614,9 @@ class TestPrivsep(st.ProxyTestCase):
         self.assertEqual(stat.get("engine_restarts"), "1", stat)
         self.assertEqual(self.engines(s), [new])
         self.assertConfined(s, new)
+        # Forked by a SCHED_BATCH parent, it serves as SCHED_OTHER.
+        self.assertEqual(set(sched_policies(new).values()), {SCHED_OTHER},
+                         "engine %d" % new)
 
         # The budget is one count across both engines: 2 + 3 = limit.
         self.assertEqual(self.spend(s, metered, 4), [200, 200, 200, 429])
@@ -789,6 +817,8 @@ class TestPrivsep(st.ProxyTestCase):
         self.assertEqual(children(s.pid), [])
         self.assertEqual(proc_status(s.pid)["Uid"],
                          "%d\t%d\t%d\t%d" % ((self.uid,) * 4))
+        # The one process serves: no SCHED_BATCH for any of its threads.
+        self.assertEqual(set(sched_policies(s.pid).values()), {SCHED_OTHER})
         self.finish(s)
 
     # -- 8. SIGTERM drains the engine --------------------------------------
