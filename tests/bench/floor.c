@@ -52,7 +52,9 @@ struct end {
 struct fconn {
 	struct end e[2];
 	int connected;
-	int connect_req; /* CONNECT: answer 200 once connected */
+	int connect_req;    /* CONNECT: answer 200 once connected */
+	struct fconn *gone; /* next on the list freed after this batch */
+	int dead;           /* on that list: its other events are skipped */
 };
 
 static int ep;
@@ -285,7 +287,7 @@ on_accept(int lfd)
 		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
 		    sizeof(one));
 		if (set_mask(&fc->e[0], EPOLLIN) == -1)
-			fconn_free(fc);
+			fconn_free(fc); /* in no batch yet */
 	}
 	if (errno != EAGAIN && errno != ECONNABORTED && errno != EMFILE &&
 	    errno != ENFILE)
@@ -296,6 +298,7 @@ int
 main(int argc, char **argv)
 {
 	struct epoll_event evs[64], lev = { .events = EPOLLIN };
+	struct fconn *gone = NULL;
 	struct sockaddr_in sin = { .sin_family = AF_INET };
 	char host[64], *colon;
 	int lfd, one = 1, n, i;
@@ -330,13 +333,27 @@ main(int argc, char **argv)
 				continue;
 			die("epoll_wait");
 		}
+		/*
+		 * A connection that ends is freed after the batch: the batch
+		 * may hold an event for its other end too.
+		 */
 		for (i = 0; i < n; i++) {
 			struct end *e = evs[i].data.ptr;
 
 			if (e == NULL)
 				on_accept(lfd);
-			else if (on_event(e, evs[i].events) == -1)
-				fconn_free(e->fc);
+			else if (!e->fc->dead &&
+			    on_event(e, evs[i].events) == -1) {
+				e->fc->dead = 1;
+				e->fc->gone = gone;
+				gone = e->fc;
+			}
+		}
+		while (gone != NULL) {
+			struct fconn *next = gone->gone;
+
+			fconn_free(gone);
+			gone = next;
 		}
 	}
 }
