@@ -40,6 +40,8 @@ struct splice_tun;
 #define CONN_MAX_DENIALS   64     /* refusals in a row on one connection */
 #define CONN_LINGER_MAX    262144 /* bytes discarded while closing */
 #define CONN_REPLAY_MAX    65536  /* bytes kept to retry on a fresh upstream */
+/* conn_sock_tune(): what a socket keeps unsent (TCP_NOTSENT_LOWAT) */
+#define CONN_NOTSENT_LOWAT 32768
 
 enum conn_state {
 	CONN_S_IDLE = 0,    /* keep-alive: no request yet */

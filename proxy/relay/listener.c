@@ -192,6 +192,7 @@ listener_open_all(struct proxy_env *env, const int *fds, char *why,
 		nlisteners++;
 		if (fds == NULL && listener_bind(li, nshards > 1) == -1)
 			goto fail;
+		conn_sock_tune(li->li_fd); /* passed to what it accepts */
 		li->li_ev = event_new(base, li->li_fd, EV_READ | EV_PERSIST,
 		    listener_accept_cb, li);
 		if (li->li_ev == NULL || event_add(li->li_ev, NULL) == -1) {

@@ -195,6 +195,12 @@ int listener_same(const struct config *);
  * the audit line), which share conn_int.h.
  */
 /*
+ * The options of every TCP socket that carries a client's or an
+ * upstream's bytes: TCP_NODELAY, and TCP_NOTSENT_LOWAT at CONN_NOTSENT_LOWAT.
+ * Set on listening sockets, they pass to every connection accepted.
+ */
+void conn_sock_tune(int fd);
+/*
  * Takes fd (closed on failure); the conn keeps env. Returns 0, or -1 out
  * of memory.
  */

@@ -660,7 +660,7 @@ upconn_start_connect(struct upconn *uc)
 	struct upstream *up = uc->uc_up;
 	const struct limits *l = &up->up_cf->cf_limits;
 	struct timeval tv;
-	int fd, one = 1;
+	int fd;
 	socklen_t len;
 
 	if (uc->uc_try >= up->up_naddrs) {
@@ -686,7 +686,7 @@ upconn_start_connect(struct upconn *uc)
 		upconn_fail(uc, REASON_UPSTREAM_UNREACHABLE);
 		return;
 	}
-	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	conn_sock_tune(fd);
 	if (!uc->uc_tunnel && up->up_tls) {
 		if ((uc->uc_ssl = upconn_new_ssl(uc)) == NULL) {
 			close(fd);

@@ -30,6 +30,7 @@ namespaces, a small tcp_wmem in its sbx and a sluice run under
 
 import json
 import os
+import re
 import signal
 import socket
 import ssl
@@ -735,6 +736,67 @@ class TestHostile(st.ProxyTestCase):
             self.assertEqual(self.tunnel_round(ts), 200)
         finally:
             ts.close()
+
+    # -- unsent bytes a socket of sluice's holds -----------------------
+
+    def unsent(self, lport, cport):
+        """sluice's socket on lport to the client on cport, as ss shows it
+        in sbx: (Send-Q, notsent bytes)."""
+        p = st.run(st.ns_exec(self.h.sbx, [
+            "ss", "-Htni", "state", "established",
+            "( sport = :%d and dport = :%d )" % (lport, cport)]))
+        lines = p.stdout.split("\n")
+        self.assertTrue(lines and lines[0].split(), "no socket: %r" %
+                        p.stdout)
+        m = re.search(r"\bnotsent:(\d+)", p.stdout)
+        return int(lines[0].split()[1]), int(m.group(1)) if m else 0
+
+    def unsent_bounded(self, sock, lport, send_big):
+        """After a 4 MiB body read at full speed (the socket's send buffer
+        grows with its window), a 48 MiB one the client does not read:
+        what sluice's socket holds unsent stays under
+        CONN_NOTSENT_LOWAT (32 KiB) and one more write's worth, once the
+        client's window is full. Without TCP_NOTSENT_LOWAT it is the
+        send buffer, megabytes."""
+        abc = bytes(range(97, 123))
+        cport = socket.socket.getsockname(sock)[1]
+        send_big(4 * MB)
+        got, bad = self.read_pattern(sock, 4 * MB, abc, st.ENV.slow(20.0))
+        self.assertEqual((got, bad), (4 * MB, None))
+        send_big(48 * MB)
+        prev, same = None, 0
+        deadline = time.monotonic() + st.ENV.slow(10.0)
+        while same < 3 and time.monotonic() < deadline:  # settled
+            time.sleep(0.2)
+            now = self.unsent(lport, cport)
+            same = same + 1 if now == prev else 0
+            prev = now
+        sendq, notsent = prev
+        self.assertGreater(sendq, 0, "nothing queued: the body is not "
+                           "held back by the client")
+        self.assertLessEqual(notsent, 32 * 1024 + 96 * 1024,
+                             "unsent bytes in sluice's socket (Send-Q %d)"
+                             % sendq)
+
+    def test_unsent_bytes_bounded_in_a_tunnel(self):
+        # The main sluice (the short one's idle timeout would end the
+        # tunnel while it settles); spliced after its first 64 KiB.
+        ts = self.open_tunnel(self.tok, port=FWD)
+        try:
+            self.unsent_bounded(ts, FWD, lambda n: ts.sendall(head([
+                "GET /v1/big?bytes=%d HTTP/1.1" % n,
+                "Host: model-up.test"])))
+        finally:
+            ts.close()
+
+    def test_unsent_bytes_bounded_in_an_exchange(self):
+        s = sock_in(self.h.sbx, FWD)
+        try:
+            self.unsent_bounded(s, FWD, lambda n: s.sendall(head([
+                "GET http://good.test/v1/big?bytes=%d HTTP/1.1" % n,
+                "Host: good.test", self.pauth])))
+        finally:
+            s.close()
 
     @staticmethod
     def read_pattern(ts, n, abc, limit_s):
